@@ -1,0 +1,93 @@
+/*
+ * gateway: the process. Configuration, listeners, worker threads with their h2o loops and
+ * libcurl multi handles, the proxy path, access log and shutdown.
+ */
+#ifndef MG_GATEWAY_H
+#define MG_GATEWAY_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include "routes/routes.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Configuration (config.c). Everything is copied out of the YAML document, which is freed
+ * before mg_config_load returns.
+ */
+typedef struct mg_listen_conf {
+    char *address; /* as written: "127.0.0.1:8080", "[::1]:8080", ":8080" */
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    char *tls_certificate; /* NULL: plain HTTP (HTTP/1.1 and h2c prior knowledge) */
+    char *tls_key;
+} mg_listen_conf_t;
+
+typedef struct mg_server_conf {
+    char *url; /* "http://host:port" with an optional path prefix, no trailing '/' */
+    unsigned weight;
+} mg_server_conf_t;
+
+typedef enum mg_balance {
+    MG_BALANCE_ROUND_ROBIN,
+    MG_BALANCE_PRIMARY_FOR_WRITES,
+    MG_BALANCE_FIRST_AVAILABLE,
+} mg_balance_t;
+
+typedef struct mg_backend_conf {
+    char *name;
+    mg_server_conf_t *servers;
+    size_t num_servers;
+    /* Round-robin order with weights expanded and interleaved (weight 2 appears twice). */
+    size_t *schedule;
+    size_t schedule_len;
+    mg_balance_t balance;
+    char *primary; /* primary_for_writes only: one of the servers' urls */
+    uint64_t connect_timeout_ms;
+    uint64_t timeout_ms;
+    unsigned retries;
+    atomic_size_t next; /* round-robin cursor shared by all workers */
+} mg_backend_conf_t;
+
+typedef struct mg_limits_conf {
+    uint64_t max_request_body;      /* bytes; 413 beyond */
+    uint64_t max_header_size;       /* bytes; 431 beyond */
+    uint64_t client_idle_timeout_ms;
+    unsigned max_http2_streams;     /* concurrent streams per HTTP/2 connection */
+} mg_limits_conf_t;
+
+typedef struct mg_config {
+    char *file;
+    mg_listen_conf_t *listeners;
+    size_t num_listeners;
+    unsigned workers; /* default: number of CPUs */
+    uint64_t shutdown_timeout_ms;
+    char *access_log; /* NULL: none; "-": stdout; else a path opened for append */
+    mg_limits_conf_t limits;
+    mg_backend_conf_t *backends;
+    size_t num_backends;
+    mg_routes_t *routes;
+} mg_config_t;
+
+/*
+ * Loads and validates FILE. Returns NULL after recording every error found (FILE:LINE:COL);
+ * warnings may be recorded on success. Defaults: workers = CPUs, shutdown_timeout 10s,
+ * max_request_body 10MiB, max_header_size 64KiB, client_idle_timeout 60s, max_http2_streams
+ * 100, connect_timeout 2s, timeout 30s, retries 1, balance round_robin, weight 1.
+ */
+mg_config_t *mg_config_load(const char *file, mg_errors_t *errs);
+/* Same from memory (tests); `name` is the file name used in messages. */
+mg_config_t *mg_config_load_string(const char *name, const char *text, mg_errors_t *errs);
+/* Parses a listen address ("127.0.0.1:8080", "[::1]:80", ":8080" = all IPv4). 0 or -1. */
+int mg_config_parse_address(const char *s, struct sockaddr_storage *ss, socklen_t *len);
+/* A one-line summary for `--check`: "FILE: ok (N listeners, N backends, N routes)". */
+void mg_config_summary(const mg_config_t *conf, char *buf, size_t size);
+void mg_config_free(mg_config_t *conf);
+
+/* ---------------------------------------------------------------------------------------
+ * Running (server.c). Starts conf->workers threads, serves until SIGTERM/SIGINT, then stops
+ * accepting, lets in-flight requests finish (up to shutdown_timeout) and returns the exit
+ * status. The caller keeps `conf` alive until it returns.
+ */
+int mg_gateway_run(mg_config_t *conf);
+
+#endif

@@ -1,0 +1,214 @@
+/*
+ * matchers: the routing context, the matcher node kinds behind one small vtable, and the
+ * position-carrying configuration node they are compiled from.
+ *
+ * This module knows nothing of h2o, libcurl or YAML. The configuration node (mg_node_t)
+ * lives here, below routes/, because every matcher kind compiles itself from one; routes/
+ * owns the YAML reader that produces the nodes.
+ */
+#ifndef MG_MATCHERS_H
+#define MG_MATCHERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---------------------------------------------------------------------------------------
+ * Strings: a pointer and a length, not NUL-terminated unless stated.
+ */
+typedef struct mg_str {
+    const char *base;
+    size_t len;
+} mg_str_t;
+
+#define MG_STR(lit) ((mg_str_t){(lit), sizeof(lit) - 1})
+#define MG_STR_NULL ((mg_str_t){NULL, 0})
+
+static inline mg_str_t mg_str(const char *base, size_t len)
+{
+    return (mg_str_t){base, len};
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Errors and warnings collected while loading a configuration. Every message is
+ * "FILE:LINE:COL: text"; nothing is printed until the caller decides.
+ */
+typedef struct mg_errors {
+    struct mg_error_entry {
+        char *text;
+        int warning;
+    } *entries;
+    size_t size, capacity;
+    size_t num_errors, num_warnings;
+} mg_errors_t;
+
+typedef struct mg_node mg_node_t;
+
+/* Records an error at the position of `at` (which may be NULL: no position is printed). */
+void mg_errors_add(mg_errors_t *errs, const mg_node_t *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Records an error at an explicit position (for syntax errors found before a node exists). */
+void mg_errors_add_at(mg_errors_t *errs, const char *file, unsigned line, unsigned column, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* Records a warning; warnings never make a configuration invalid. */
+void mg_errors_warn(mg_errors_t *errs, const mg_node_t *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Prints every entry, one per line, warnings prefixed with "warning: " after the position. */
+void mg_errors_print(const mg_errors_t *errs, FILE *out);
+/* Frees the messages; the struct itself can be reused (it is zero afterwards). */
+void mg_errors_clear(mg_errors_t *errs);
+
+/* ---------------------------------------------------------------------------------------
+ * Configuration nodes: a YAML-shaped tree that remembers where every value was written.
+ * Nodes are owned by the document that produced them (see routes.h, mg_doc_t); compile
+ * functions must copy what they keep.
+ */
+typedef enum mg_node_kind {
+    MG_NODE_SCALAR,
+    MG_NODE_SEQUENCE,
+    MG_NODE_MAPPING,
+} mg_node_kind_t;
+
+typedef struct mg_node_pair {
+    mg_node_t *key; /* always a scalar */
+    mg_node_t *value;
+} mg_node_pair_t;
+
+struct mg_node {
+    mg_node_kind_t kind;
+    const char *file; /* shared by all nodes of a document */
+    unsigned line, column; /* 1-based */
+    union {
+        struct {
+            char *str; /* NUL-terminated */
+            size_t len;
+            int plain; /* written without quotes: `null`, `true`, `~` keep their special meaning */
+        } scalar;
+        struct {
+            mg_node_t **items;
+            size_t size;
+        } sequence;
+        struct {
+            mg_node_pair_t *pairs;
+            size_t size;
+        } mapping;
+    } u;
+};
+
+/* The name of a kind for messages: "a scalar", "a sequence", "a mapping". */
+const char *mg_node_kind_name(mg_node_kind_t kind);
+
+/*
+ * Reports every key of mapping `map` that is not in the NULL-terminated list `allowed`
+ * ("unknown key 'tiemout' (did you mean 'timeout'?)"), and every key given twice.
+ * Returns the number of problems found (0 = all keys known).
+ */
+int mg_node_check_keys(const mg_node_t *map, const char *const *allowed, mg_errors_t *errs);
+/* The value under `key` in mapping `map`, or NULL when `map` is NULL, not a mapping or lacks the key. */
+const mg_node_t *mg_node_get(const mg_node_t *map, const char *key);
+/* 0 when `node` is of `kind`; otherwise records "expected K, got K'" and returns -1. */
+int mg_node_expect(const mg_node_t *node, mg_node_kind_t kind, mg_errors_t *errs);
+/* Like mg_node_get, but records "missing key 'K'" at `map` when absent. */
+const mg_node_t *mg_node_require(const mg_node_t *map, const char *key, mg_errors_t *errs);
+
+/* Typed readers: 0 on success; -1 after recording an error at the node's position. */
+int mg_node_to_str(const mg_node_t *node, const char **out, mg_errors_t *errs);
+int mg_node_to_uint(const mg_node_t *node, uint64_t min, uint64_t max, uint64_t *out, mg_errors_t *errs);
+int mg_node_to_bool(const mg_node_t *node, int *out, mg_errors_t *errs);
+int mg_node_to_duration(const mg_node_t *node, uint64_t *ms, mg_errors_t *errs);
+int mg_node_to_size(const mg_node_t *node, uint64_t *bytes, mg_errors_t *errs);
+
+/*
+ * Raw parsers used by the readers above. Durations: "250ms", "5s", "2m", "1h" (an integer
+ * and a unit; a bare integer is refused so "30" cannot silently mean ms or s). Sizes: "512",
+ * "64KiB", "10MiB", "1GiB" (also KB/MB/GB as powers of 1000). 0 on success, -1 when malformed
+ * or out of range (uint64).
+ */
+int mg_parse_duration(const char *s, size_t len, uint64_t *ms);
+int mg_parse_size(const char *s, size_t len, uint64_t *bytes);
+
+/* The candidate closest to `word` (edit distance at most 2, or a third of the word), or NULL. */
+const char *mg_closest_word(const char *word, const char *const *candidates);
+
+/* ---------------------------------------------------------------------------------------
+ * The routing context: the request as the route tree sees it, plus the variables captured
+ * so far. Built per request by the gateway; all strings are borrowed from the request.
+ */
+typedef struct mg_header {
+    mg_str_t name; /* lower case */
+    mg_str_t value;
+} mg_header_t;
+
+typedef struct mg_var {
+    mg_str_t name;
+    mg_str_t value;
+} mg_var_t;
+
+#define MG_CTX_MAX_VARS 32
+
+typedef struct mg_ctx {
+    mg_str_t method;
+    mg_str_t scheme;   /* "http" or "https" */
+    mg_str_t host;     /* lower case, port removed */
+    mg_str_t path;     /* normalized (see mg_path_normalize), no query */
+    mg_str_t query;    /* after '?', without it; empty when absent */
+    mg_str_t peer;     /* client address as text */
+    const mg_header_t *headers;
+    size_t num_headers;
+    int websocket;     /* the request is a WebSocket upgrade */
+    mg_str_t tenant;   /* empty when unidentified */
+    mg_var_t vars[MG_CTX_MAX_VARS];
+    size_t num_vars;
+} mg_ctx_t;
+
+/* Binds `name` to `value` (a later binding shadows an earlier one). -1 when the table is full. */
+int mg_ctx_set_var(mg_ctx_t *ctx, mg_str_t name, mg_str_t value);
+/* The latest binding of `name`, or NULL. */
+const mg_str_t *mg_ctx_get_var(const mg_ctx_t *ctx, mg_str_t name);
+/* The first header named `name` (lower case), or NULL. */
+const mg_str_t *mg_ctx_get_header(const mg_ctx_t *ctx, mg_str_t name);
+
+/*
+ * Normalizes a request path (without query) into `out`, which must hold `len + 1` bytes:
+ * percent-encoded unreserved characters are decoded (other escapes kept, hex upper-cased),
+ * "//" collapses, "." and ".." segments are resolved. Returns the length written, or -1
+ * when the path does not start with '/', or when ".." would climb above the root.
+ */
+long mg_path_normalize(const char *in, size_t len, char *out);
+
+/* ---------------------------------------------------------------------------------------
+ * Matchers: one kind per file behind this vtable. Adding a kind is adding a file and a line
+ * in the table in matcher.c.
+ */
+typedef struct mg_matcher mg_matcher_t;
+
+typedef struct mg_matcher_ops {
+    const char *name; /* the condition's key in YAML: "path", "all", ... */
+    /* Compiles `arg` (the value under the key) into self->data. 0 or -1 (errors recorded). */
+    int (*compile)(mg_matcher_t *self, const mg_node_t *arg, mg_errors_t *errs);
+    /* 1 when the request matches, else 0. May bind variables; the caller undoes them on 0. */
+    int (*match)(const mg_matcher_t *self, mg_ctx_t *ctx);
+    /* Frees self->data (self itself is freed by mg_matcher_free). */
+    void (*dispose)(mg_matcher_t *self);
+    /* Writes a JSON value describing the matcher, snprintf-style; returns the length needed. */
+    size_t (*describe)(const mg_matcher_t *self, char *buf, size_t size);
+} mg_matcher_ops_t;
+
+struct mg_matcher {
+    const mg_matcher_ops_t *ops;
+    void *data;
+    const char *file;
+    unsigned line, column;
+};
+
+/*
+ * Compiles a condition: a mapping with one key naming the kind (`{path: {prefix: /api}}`);
+ * a mapping with several keys means all of them. Returns NULL after recording errors.
+ */
+mg_matcher_t *mg_matcher_compile(const mg_node_t *cond, mg_errors_t *errs);
+/* 1 on match, 0 otherwise; on 0 every variable bound during the attempt is undone. */
+int mg_matcher_match(const mg_matcher_t *m, mg_ctx_t *ctx);
+size_t mg_matcher_describe(const mg_matcher_t *m, char *buf, size_t size);
+void mg_matcher_free(mg_matcher_t *m);
+/* The kinds known, NULL-terminated (for "did you mean" and docs). */
+extern const char *const mg_matcher_kind_names[];
+
+#endif
