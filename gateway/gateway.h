@@ -79,7 +79,8 @@ mg_config_t *mg_config_load(const char *file, mg_errors_t *errs);
 mg_config_t *mg_config_load_string(const char *name, const char *text, mg_errors_t *errs);
 /* Parses a listen address ("127.0.0.1:8080", "[::1]:80", ":8080" = all IPv4). 0 or -1. */
 int mg_config_parse_address(const char *s, struct sockaddr_storage *ss, socklen_t *len);
-/* A one-line summary for `--check`: "FILE: ok (N listeners, N backends, N routes)". */
+/* A one-line summary for `--check`: "FILE: ok (N listeners, N backends, N routes, N workers)"
+ * (singular for 1: "1 listener"). */
 void mg_config_summary(const mg_config_t *conf, char *buf, size_t size);
 void mg_config_free(mg_config_t *conf);
 

@@ -99,7 +99,8 @@ const char *mg_node_kind_name(mg_node_kind_t kind);
 /*
  * Reports every key of mapping `map` that is not in the NULL-terminated list `allowed`
  * ("unknown key 'tiemout' (did you mean 'timeout'?)"), and every key given twice.
- * Returns the number of problems found (0 = all keys known).
+ * `allowed` may be NULL when the keys are names chosen by the user: only duplicates are
+ * reported then. Returns the number of problems found (0 = all keys known).
  */
 int mg_node_check_keys(const mg_node_t *map, const char *const *allowed, mg_errors_t *errs);
 /* The value under `key` in mapping `map`, or NULL when `map` is NULL, not a mapping or lacks the key. */
@@ -210,5 +211,41 @@ size_t mg_matcher_describe(const mg_matcher_t *m, char *buf, size_t size);
 void mg_matcher_free(mg_matcher_t *m);
 /* The kinds known, NULL-terminated (for "did you mean" and docs). */
 extern const char *const mg_matcher_kind_names[];
+
+/*
+ * mg_matcher_compile records cond->file in every matcher it makes, so those matchers must not
+ * outlive the document. This variant records `file` instead (a copy the caller keeps as long
+ * as the matchers, e.g. mg_routes_t.file).
+ */
+mg_matcher_t *mg_matcher_compile_in(const mg_node_t *cond, const char *file, mg_errors_t *errs);
+
+/* ---------------------------------------------------------------------------------------
+ * For kind implementations (matchers/<kind>.c), not for callers of the module.
+ */
+
+/* self->data of the list kinds (all, any): the compiled child conditions, in order. */
+typedef struct mg_matcher_list {
+    mg_matcher_t **items;
+    size_t size;
+} mg_matcher_list_t;
+
+/* compile/dispose/describe for list kinds: a non-empty sequence of conditions, compiled with
+ * self->file; describe writes {"<kind>":[child, ...]}. */
+int mg_matcher_list_compile(mg_matcher_t *self, const mg_node_t *arg, mg_errors_t *errs);
+/* Same from a mapping whose every key/value pair is one condition (the implicit `all`). */
+int mg_matcher_list_compile_pairs(mg_matcher_t *self, const mg_node_t *map, mg_errors_t *errs);
+void mg_matcher_list_dispose(mg_matcher_t *self);
+size_t mg_matcher_list_describe(const mg_matcher_t *self, char *buf, size_t size);
+
+/*
+ * describe() helpers: append at offset `off` of buf[0..size), snprintf-style. They write what
+ * fits, keep the buffer NUL-terminated when size > 0, and return the offset the whole text
+ * would end at, so calls chain and the last one returns the length needed.
+ */
+size_t mg_matcher_describe_text(char *buf, size_t size, size_t off, const char *text);
+/* `s` as a JSON string, quoted and escaped. */
+size_t mg_matcher_describe_str(char *buf, size_t size, size_t off, mg_str_t s);
+/* A child matcher's description. */
+size_t mg_matcher_describe_child(char *buf, size_t size, size_t off, const mg_matcher_t *child);
 
 #endif

@@ -1,0 +1,561 @@
+/*
+ * Forwarding a request to its backend through libcurl, and streaming the response back.
+ *
+ * Backpressure: curl's write callback appends to `recv`; at most one h2o_send is in flight
+ * (from `sending`). When `recv` passes HIGH_WATER while a send is in flight, the transfer is
+ * paused (CURL_WRITEFUNC_PAUSE) and resumed from the generator's proceed. So a slow client
+ * holds at most about 2 x HIGH_WATER per request, whatever the response size.
+ *
+ * Timeouts: connect_timeout is curl's; `timeout` is ours (an h2o timer) so that it bounds
+ * the backend's silence and not the client's slowness: it runs while we wait for the
+ * backend (headers, then each body chunk) and stops while the transfer is paused.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "gateway/internal.h"
+
+#define HIGH_WATER (256 * 1024)
+#define MAX_RESPONSE_HEADERS 100
+
+typedef struct mg_forward {
+    mg_request_t *r;
+    CURL *easy;
+    mg_backend_conf_t *backend;
+    h2o_generator_t generator;
+    h2o_buffer_t *recv, *sending;
+    h2o_linklist_t flush_link;
+    h2o_timeout_entry_t timeout;
+    struct curl_slist *headers; /* nodes live in the request's pool */
+    size_t first_server;
+    unsigned attempt;
+    /* response head as received */
+    int status;
+    h2o_iovec_t reason;
+    h2o_iovec_t lines[MAX_RESPONSE_HEADERS];
+    size_t num_lines;
+    int head_done, too_many_headers;
+    size_t content_length;
+    /* state */
+    int started;      /* h2o_start_response done */
+    int send_active;  /* an h2o_send is waiting for proceed */
+    int paused;
+    int finished;     /* transfer over (result in `result`) */
+    int final_sent;
+    CURLcode result;
+    int timed_out;
+} mg_forward_t;
+
+static h2o_req_t *req_of(mg_forward_t *f)
+{
+    return f->r->req;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Timeout
+ */
+static void timeout_restart(mg_forward_t *f)
+{
+    mg_worker_t *w = f->r->worker;
+    if (h2o_timeout_is_linked(&f->timeout))
+        h2o_timeout_unlink(&f->timeout);
+    h2o_timeout_link(w->ctx.loop, &w->backend_timeouts[f->backend - w->gw->conf->backends], &f->timeout);
+}
+
+static void timeout_stop(mg_forward_t *f)
+{
+    if (h2o_timeout_is_linked(&f->timeout))
+        h2o_timeout_unlink(&f->timeout);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Response head: curl hands us the status line, each header line, then an empty line.
+ */
+static void parse_status_line(mg_forward_t *f, const char *line, size_t len)
+{
+    /* "HTTP/1.1 200 OK\r\n": a new head starts (after a 1xx, curl shows the next one) */
+    f->num_lines = 0;
+    f->too_many_headers = 0;
+    f->status = 0;
+    f->reason = h2o_iovec_init(NULL, 0);
+    const char *sp = memchr(line, ' ', len);
+    if (sp == NULL || (size_t)(line + len - sp) < 4)
+        return;
+    f->status = (sp[1] - '0') * 100 + (sp[2] - '0') * 10 + (sp[3] - '0');
+    const char *reason = sp + 4 < line + len ? sp + 5 : line + len;
+    size_t rlen = (size_t)(line + len - reason);
+    while (rlen > 0 && (reason[rlen - 1] == '\r' || reason[rlen - 1] == '\n'))
+        rlen--;
+    f->reason = h2o_strdup(&req_of(f)->pool, reason, rlen);
+}
+
+static void keep_header_line(mg_forward_t *f, const char *line, size_t len)
+{
+    if (f->num_lines == MAX_RESPONSE_HEADERS) {
+        f->too_many_headers = 1;
+        return;
+    }
+    while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == '\n'))
+        len--;
+    f->lines[f->num_lines++] = h2o_strdup(&req_of(f)->pool, line, len);
+}
+
+/* Splits "Name: value" in place: lower-cases the name, trims the value. -1 when malformed. */
+static int split_header(h2o_iovec_t line, h2o_iovec_t *name, h2o_iovec_t *value)
+{
+    char *colon = memchr(line.base, ':', line.len);
+    if (colon == NULL || colon == line.base)
+        return -1;
+    *name = h2o_iovec_init(line.base, (size_t)(colon - line.base));
+    for (size_t i = 0; i < name->len; i++) {
+        if (name->base[i] == ' ' || name->base[i] == '\t')
+            return -1;
+        name->base[i] = h2o_tolower(name->base[i]);
+    }
+    char *v = colon + 1, *end = line.base + line.len;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    *value = h2o_iovec_init(v, (size_t)(end - v));
+    return 0;
+}
+
+/* The head is complete: copies the end-to-end headers into the client's response. */
+static void finish_head(mg_forward_t *f)
+{
+    h2o_req_t *req = req_of(f);
+    h2o_iovec_t names[MAX_RESPONSE_HEADERS], values[MAX_RESPONSE_HEADERS];
+    mg_conn_tokens_t tokens = {.size = 0};
+    size_t n = 0;
+    for (size_t i = 0; i < f->num_lines; i++) {
+        if (split_header(f->lines[i], &names[n], &values[n]) != 0)
+            continue;
+        if (h2o_memis(names[n].base, names[n].len, H2O_STRLIT("connection")))
+            mg_conn_tokens_add(&tokens, values[n].base, values[n].len);
+        n++;
+    }
+    f->content_length = SIZE_MAX;
+    for (size_t i = 0; i < n; i++) {
+        if (h2o_memis(names[i].base, names[i].len, H2O_STRLIT("content-length")))
+            f->content_length = h2o_strtosize(values[i].base, values[i].len);
+        if (mg_header_is_hop_by_hop(names[i].base, names[i].len, &tokens) ||
+            mg_header_is_replaced_in_response(names[i].base, names[i].len))
+            continue;
+        h2o_add_header_by_str(&req->pool, &req->res.headers, names[i].base, names[i].len, 1, NULL, values[i].base, values[i].len);
+    }
+    f->head_done = 1;
+}
+
+static size_t on_header(char *data, size_t size, size_t nitems, void *arg)
+{
+    mg_forward_t *f = arg;
+    size_t len = size * nitems;
+    if (f->r->req == NULL)
+        return 0;
+    if (len >= 5 && memcmp(data, "HTTP/", 5) == 0)
+        parse_status_line(f, data, len);
+    else if (len <= 2 && (len == 0 || data[0] == '\r' || data[0] == '\n'))
+        if (f->status >= 200 || f->status == 101)
+            finish_head(f);
+        else
+            f->num_lines = 0; /* end of an interim 1xx head: the real one follows */
+    else
+        keep_header_line(f, data, len);
+    timeout_restart(f);
+    return len;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Response body
+ */
+static void start_response(mg_forward_t *f)
+{
+    h2o_req_t *req = req_of(f);
+    req->res.status = f->status;
+    req->res.reason = f->reason.base != NULL ? f->reason.base : "";
+    req->res.content_length = f->content_length;
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-request-id"), 0, NULL, f->r->request_id.base,
+                          f->r->request_id.len);
+    f->r->status = f->status;
+    f->started = 1;
+    h2o_start_response(req, &f->generator);
+}
+
+static void link_flush(mg_forward_t *f)
+{
+    if (!h2o_linklist_is_linked(&f->flush_link))
+        h2o_linklist_insert(&f->r->worker->flush_list, &f->flush_link);
+}
+
+static size_t on_body(char *data, size_t size, size_t nitems, void *arg)
+{
+    mg_forward_t *f = arg;
+    size_t len = size * nitems;
+    if (f->r->req == NULL)
+        return 0;
+    if (f->recv->size >= HIGH_WATER) {
+        /* the client is slower than the backend: stop reading until proceed */
+        f->paused = 1;
+        timeout_stop(f);
+        return CURL_WRITEFUNC_PAUSE;
+    }
+    h2o_iovec_t room = h2o_buffer_reserve(&f->recv, len);
+    memcpy(room.base, data, len);
+    f->recv->size += len;
+    timeout_restart(f);
+    link_flush(f);
+    return len;
+}
+
+static void try_send(mg_forward_t *f);
+static void release_transfer(mg_forward_t *f);
+
+static void on_proceed(h2o_generator_t *generator, h2o_req_t *req)
+{
+    mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, generator, generator);
+    f->send_active = 0;
+    h2o_buffer_consume(&f->sending, f->sending->size);
+    if (f->paused && !f->finished) {
+        f->paused = 0;
+        timeout_restart(f);
+        mg_upstream_resume(f->r->worker->upstream, f->easy);
+    }
+    try_send(f);
+}
+
+static void on_stop(h2o_generator_t *generator, h2o_req_t *req)
+{
+    mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, generator, generator);
+    mg_forward_cancel(f->r);
+}
+
+/* Sends what `recv` holds, and the end of the response once the transfer is over. */
+static void try_send(mg_forward_t *f)
+{
+    if (f->final_sent || f->send_active || f->r->req == NULL)
+        return;
+    if (!f->finished && f->recv->size == 0)
+        return;
+    if (!f->started)
+        start_response(f);
+    h2o_buffer_t *t = f->sending;
+    f->sending = f->recv;
+    f->recv = t;
+    h2o_iovec_t buf = h2o_iovec_init(f->sending->bytes, f->sending->size);
+    h2o_send_state_t state = H2O_SEND_STATE_IN_PROGRESS;
+    if (f->finished)
+        state = f->result == CURLE_OK ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_ERROR;
+    h2o_req_t *req = req_of(f);
+    f->r->bytes_sent += buf.len;
+    if (state != H2O_SEND_STATE_IN_PROGRESS) {
+        f->final_sent = 1;
+        f->r->req = NULL; /* h2o owns the request from the final send on */
+        release_transfer(f); /* the buffers stay until the request is disposed */
+        mg_request_log(f->r);
+    } else {
+        f->send_active = 1;
+    }
+    h2o_send(req, &buf, buf.len != 0, state);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Request to the backend
+ */
+static struct curl_slist *slist_push(h2o_mem_pool_t *pool, struct curl_slist *head, char *line)
+{
+    struct curl_slist *node = h2o_mem_alloc_pool(pool, sizeof(*node));
+    node->data = line;
+    node->next = head;
+    return node;
+}
+
+static char *header_line(h2o_mem_pool_t *pool, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+    char *line = h2o_mem_alloc_pool(pool, nlen + vlen + 3);
+    memcpy(line, name, nlen);
+    line[nlen] = ':';
+    line[nlen + 1] = ' ';
+    memcpy(line + nlen + 2, value, vlen);
+    line[nlen + vlen + 2] = '\0';
+    return line;
+}
+
+/* Headers the gateway writes itself, so the client's copies are not forwarded. */
+static int is_rewritten_in_request(const h2o_iovec_t *name)
+{
+    return h2o_memis(name->base, name->len, H2O_STRLIT("host")) || h2o_memis(name->base, name->len, H2O_STRLIT("content-length")) ||
+           h2o_memis(name->base, name->len, H2O_STRLIT("expect")) ||
+           h2o_memis(name->base, name->len, H2O_STRLIT("x-forwarded-for")) ||
+           h2o_memis(name->base, name->len, H2O_STRLIT("x-forwarded-proto")) ||
+           h2o_memis(name->base, name->len, H2O_STRLIT("x-forwarded-host")) ||
+           h2o_memis(name->base, name->len, H2O_STRLIT("x-request-id"));
+}
+
+/* X-Forwarded-For: the client's list (all its XFF headers) with the peer appended. */
+static char *forwarded_for(h2o_req_t *req, mg_str_t peer)
+{
+    size_t len = peer.len + 1;
+    for (size_t i = 0; i < req->headers.size; i++)
+        if (req->headers.entries[i].name == &H2O_TOKEN_X_FORWARDED_FOR->buf)
+            len += req->headers.entries[i].value.len + 2;
+    char *buf = h2o_mem_alloc_pool(&req->pool, len), *p = buf;
+    for (size_t i = 0; i < req->headers.size; i++) {
+        if (req->headers.entries[i].name != &H2O_TOKEN_X_FORWARDED_FOR->buf)
+            continue;
+        memcpy(p, req->headers.entries[i].value.base, req->headers.entries[i].value.len);
+        p += req->headers.entries[i].value.len;
+        *p++ = ',';
+        *p++ = ' ';
+    }
+    memcpy(p, peer.base, peer.len);
+    p[peer.len] = '\0';
+    return buf;
+}
+
+/* Builds the header list sent to the backend; -1 when a value carries CR/LF/NUL. */
+static int build_request_headers(mg_forward_t *f)
+{
+    h2o_req_t *req = req_of(f);
+    h2o_mem_pool_t *pool = &req->pool;
+    mg_conn_tokens_t tokens = {.size = 0};
+    for (size_t i = 0; i < req->headers.size; i++)
+        if (req->headers.entries[i].name == &H2O_TOKEN_CONNECTION->buf)
+            mg_conn_tokens_add(&tokens, req->headers.entries[i].value.base, req->headers.entries[i].value.len);
+    struct curl_slist *list = NULL;
+    int has_content_type = 0, has_accept = 0;
+    for (size_t i = 0; i < req->headers.size; i++) {
+        const h2o_header_t *h = &req->headers.entries[i];
+        if (mg_header_is_hop_by_hop(h->name->base, h->name->len, &tokens) || is_rewritten_in_request(h->name))
+            continue;
+        if (!mg_header_value_is_safe(h->value.base, h->value.len))
+            return -1;
+        has_content_type |= h->name == &H2O_TOKEN_CONTENT_TYPE->buf;
+        has_accept |= h->name == &H2O_TOKEN_ACCEPT->buf;
+        list = slist_push(pool, list, header_line(pool, h->name->base, h->name->len, h->value.base, h->value.len));
+    }
+    const char *host = f->r->route->forward.host;
+    h2o_iovec_t authority = host != NULL ? h2o_iovec_init(host, strlen(host)) : req->authority;
+    list = slist_push(pool, list, header_line(pool, H2O_STRLIT("Host"), authority.base, authority.len));
+    char *xff = forwarded_for(req, f->r->peer);
+    list = slist_push(pool, list, header_line(pool, H2O_STRLIT("X-Forwarded-For"), xff, strlen(xff)));
+    list = slist_push(pool, list, header_line(pool, H2O_STRLIT("X-Forwarded-Proto"), req->scheme->name.base, req->scheme->name.len));
+    list = slist_push(pool, list, header_line(pool, H2O_STRLIT("X-Forwarded-Host"), req->authority.base, req->authority.len));
+    list = slist_push(pool, list, header_line(pool, H2O_STRLIT("X-Request-Id"), f->r->request_id.base, f->r->request_id.len));
+    /* "Name:" with nothing after it tells curl not to add its own default */
+    list = slist_push(pool, list, (char *)"Expect:");
+    if (!has_accept)
+        list = slist_push(pool, list, (char *)"Accept:");
+    if (!has_content_type)
+        list = slist_push(pool, list, (char *)"Content-Type:");
+    f->headers = list;
+    return 0;
+}
+
+/* Picks the server for this attempt: retries walk on from the first choice. */
+static const mg_server_conf_t *pick_server(mg_forward_t *f)
+{
+    mg_backend_conf_t *b = f->backend;
+    if (f->attempt == 0) {
+        if (b->balance == MG_BALANCE_FIRST_AVAILABLE)
+            f->first_server = 0;
+        else
+            f->first_server = b->schedule[atomic_fetch_add_explicit(&b->next, 1, memory_order_relaxed) % b->schedule_len];
+        if (b->balance == MG_BALANCE_PRIMARY_FOR_WRITES && mg_method_is_write(f->r->method))
+            for (size_t i = 0; i < b->num_servers; i++)
+                if (strcmp(b->servers[i].url, b->primary) == 0)
+                    return &b->servers[f->first_server = i];
+    } else if (b->balance == MG_BALANCE_PRIMARY_FOR_WRITES && mg_method_is_write(f->r->method)) {
+        return &b->servers[f->first_server]; /* writes go to the primary only, retries too */
+    }
+    return &b->servers[(f->first_server + f->attempt) % b->num_servers];
+}
+
+static int configure_attempt(mg_forward_t *f)
+{
+    h2o_req_t *req = req_of(f);
+    const mg_server_conf_t *server = pick_server(f);
+    size_t size = strlen(server->url) + f->r->path.len + f->r->query.len + 2;
+    char *url = h2o_mem_alloc_pool(&req->pool, size);
+    if (mg_url_build(url, size, server->url, f->r->path, f->r->query) < 0)
+        return -1;
+    f->r->server = server->url;
+    f->status = 0;
+    f->num_lines = 0;
+    f->head_done = 0;
+    curl_easy_setopt(f->easy, CURLOPT_URL, url);
+    return 0;
+}
+
+static void configure_transfer(mg_forward_t *f)
+{
+    h2o_req_t *req = req_of(f);
+    CURL *e = f->easy;
+    char *method = h2o_mem_alloc_pool(&req->pool, req->method.len + 1);
+    memcpy(method, req->method.base, req->method.len);
+    method[req->method.len] = '\0';
+    if (h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD")))
+        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    else
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    if (req->entity.base != NULL) {
+        /* the body stays in the request's memory, so a retry sends it again in full */
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->entity.base);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->entity.len);
+    }
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, f->headers);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, f);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, f);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)f->backend->connect_timeout_ms);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Life cycle
+ */
+static void fail(mg_forward_t *f, int status, const char *code, const char *reason)
+{
+    mg_request_t *r = f->r;
+    mg_forward_cancel(r);
+    mg_request_send_error(r, status, code, reason);
+}
+
+static int start_attempt(mg_forward_t *f)
+{
+    if (configure_attempt(f) != 0)
+        return -1;
+    timeout_restart(f);
+    return mg_upstream_start(f->r->worker->upstream, f->easy, f);
+}
+
+static int connect_failed(mg_forward_t *f, CURLcode result)
+{
+    curl_off_t connect_time = 0;
+    if (result == CURLE_COULDNT_CONNECT || result == CURLE_COULDNT_RESOLVE_HOST)
+        return 1;
+    curl_easy_getinfo(f->easy, CURLINFO_CONNECT_TIME_T, &connect_time);
+    return result == CURLE_OPERATION_TIMEDOUT && connect_time == 0;
+}
+
+/* A transfer ended before any byte of the response reached the client. */
+static void on_failed_before_response(mg_forward_t *f, CURLcode result)
+{
+    if (f->timed_out) {
+        fail(f, 504, "backend-timeout", "the backend did not respond within the timeout");
+        return;
+    }
+    if (connect_failed(f, result)) {
+        if (f->attempt < f->backend->retries && mg_method_is_idempotent(f->r->method)) {
+            f->attempt++;
+            if (start_attempt(f) == 0)
+                return;
+        }
+        fail(f, 502, "backend-unavailable", "no backend server accepted the connection");
+        return;
+    }
+    fail(f, 502, "backend-unavailable", curl_easy_strerror(result));
+}
+
+static void on_done(CURL *easy, CURLcode result, void *transfer)
+{
+    mg_forward_t *f = transfer;
+    timeout_stop(f);
+    if (f->r->req == NULL)
+        return;
+    if (result == CURLE_OK && f->head_done && !f->too_many_headers) {
+        f->finished = 1;
+        f->result = result;
+        try_send(f);
+    } else if (!f->started) {
+        if (result == CURLE_OK)
+            result = CURLE_WEIRD_SERVER_REPLY;
+        on_failed_before_response(f, result);
+    } else {
+        /* the client already has part of the response: all we can do is cut it short */
+        f->finished = 1;
+        f->result = result;
+        try_send(f);
+    }
+}
+
+static void on_timeout(h2o_timeout_entry_t *entry)
+{
+    mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, timeout, entry);
+    f->timed_out = 1;
+    release_transfer(f);
+    if (!f->started) {
+        on_failed_before_response(f, CURLE_OPERATION_TIMEDOUT);
+    } else {
+        f->finished = 1;
+        f->result = CURLE_OPERATION_TIMEDOUT;
+        try_send(f);
+    }
+}
+
+static void on_flush(void *arg)
+{
+    mg_worker_t *w = arg;
+    while (!h2o_linklist_is_empty(&w->flush_list)) {
+        mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, flush_link, w->flush_list.next);
+        h2o_linklist_unlink(&f->flush_link);
+        /* bytes only go out once the head is complete: curl delivers the head first */
+        if (f->head_done)
+            try_send(f);
+    }
+}
+
+const mg_upstream_callbacks_t mg_forward_upstream_callbacks = {on_done, on_flush};
+
+static mg_forward_t *forward_new(mg_request_t *r)
+{
+    h2o_req_t *req = r->req;
+    mg_forward_t *f = h2o_mem_alloc_pool(&req->pool, sizeof(*f));
+    memset(f, 0, sizeof(*f));
+    f->r = r;
+    f->backend = r->route->forward.backend;
+    f->generator.proceed = on_proceed;
+    f->generator.stop = on_stop;
+    f->timeout.cb = on_timeout;
+    h2o_buffer_init(&f->recv, &h2o_socket_buffer_prototype);
+    h2o_buffer_init(&f->sending, &h2o_socket_buffer_prototype);
+    r->forward = f;
+    return f;
+}
+
+void mg_forward_start(mg_request_t *r)
+{
+    mg_forward_t *f = forward_new(r);
+    if (build_request_headers(f) != 0) {
+        fail(f, 400, "bad-request", "a request header value contains CR, LF or NUL");
+        return;
+    }
+    if ((f->easy = mg_upstream_acquire(r->worker->upstream)) == NULL) {
+        fail(f, 500, "internal", "cannot allocate a backend transfer");
+        return;
+    }
+    configure_transfer(f);
+    if (start_attempt(f) != 0)
+        fail(f, 502, "backend-unavailable", "cannot start the backend transfer");
+}
+
+/* Gives the curl handle back; the connection stays in the worker's keep-alive pool. */
+static void release_transfer(mg_forward_t *f)
+{
+    timeout_stop(f);
+    if (h2o_linklist_is_linked(&f->flush_link))
+        h2o_linklist_unlink(&f->flush_link);
+    if (f->easy != NULL)
+        mg_upstream_release(f->r->worker->upstream, f->easy);
+    f->easy = NULL;
+}
+
+void mg_forward_cancel(mg_request_t *r)
+{
+    mg_forward_t *f = r->forward;
+    if (f == NULL)
+        return;
+    r->forward = NULL;
+    release_transfer(f);
+    h2o_buffer_dispose(&f->recv);
+    h2o_buffer_dispose(&f->sending);
+}

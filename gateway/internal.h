@@ -1,0 +1,156 @@
+/*
+ * gateway internals shared by its source files (not a public door: other modules use
+ * gateway.h). Everything here runs on a worker thread unless said otherwise.
+ */
+#ifndef MG_GATEWAY_INTERNAL_H
+#define MG_GATEWAY_INTERNAL_H
+
+#include <pthread.h>
+#include <curl/curl.h>
+#include <h2o.h>
+#include "gateway/gateway.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Header rules (headers.c): pure functions, unit-tested.
+ */
+
+/* The header names listed in Connection (RFC 9110 7.6.1), lower-cased, at most 16 kept. */
+typedef struct mg_conn_tokens {
+    char names[16][32];
+    size_t size;
+} mg_conn_tokens_t;
+
+/* Adds the comma-separated tokens of one Connection header value. */
+void mg_conn_tokens_add(mg_conn_tokens_t *tokens, const char *value, size_t len);
+/* 1 when the header must not cross the proxy: hop-by-hop, or named in Connection. `name` is lower case. */
+int mg_header_is_hop_by_hop(const char *name, size_t len, const mg_conn_tokens_t *tokens);
+/* 1 when `name` (lower case) is a response header the gateway sets itself (date, server, content-length). */
+int mg_header_is_replaced_in_response(const char *name, size_t len);
+/* 1 when the value can be forwarded as is: no CR, LF or NUL. */
+int mg_header_value_is_safe(const char *value, size_t len);
+
+/* ---------------------------------------------------------------------------------------
+ * URLs (url.c)
+ */
+
+/*
+ * Writes base + path + ("?" query when query is non-empty) into out (NUL-terminated). `base`
+ * is a server url without trailing '/' ("http://h:p" or "http://h:p/prefix"); `path` starts
+ * with '/'. Returns the length, or -1 when it does not fit.
+ */
+long mg_url_build(char *out, size_t size, const char *base, mg_str_t path, mg_str_t query);
+/* 1 for methods that may be retried on another server: GET HEAD OPTIONS PUT DELETE TRACE. */
+int mg_method_is_idempotent(mg_str_t method);
+/* 1 for methods that primary_for_writes sends to the primary: POST PUT PATCH DELETE. */
+int mg_method_is_write(mg_str_t method);
+
+/* ---------------------------------------------------------------------------------------
+ * Access log (accesslog.c): one JSON object per line, one write(2) per line.
+ */
+typedef struct mg_access_entry {
+    struct timeval when;
+    mg_str_t peer, method, path, route, server, request_id;
+    int status;
+    uint64_t bytes;
+    double duration_ms;
+} mg_access_entry_t;
+
+/* Long enough for any entry: fields are capped (path at 1 KiB) and escaping grows them at most 6x. */
+#define MG_ACCESS_LINE_MAX 12288
+/* Formats `e` as one JSON line into buf (MG_ACCESS_LINE_MAX bytes); returns the length. */
+size_t mg_access_format(const mg_access_entry_t *e, char *buf, size_t size);
+void mg_access_write(int fd, const mg_access_entry_t *e);
+
+/* ---------------------------------------------------------------------------------------
+ * Upstream (upstream.c): a libcurl multi handle driven by one worker's h2o loop.
+ */
+typedef struct mg_upstream mg_upstream_t;
+typedef struct mg_upstream_callbacks {
+    /* A transfer ended (CURLE_OK or the error); it is out of the multi handle, and the easy
+     * handle stays the caller's until mg_upstream_release. `transfer` is what start was given. */
+    void (*done)(CURL *easy, CURLcode result, void *transfer);
+    /* curl has run (data may have arrived through write callbacks): time to send it on. */
+    void (*flush)(void *cb_arg);
+} mg_upstream_callbacks_t;
+
+mg_upstream_t *mg_upstream_create(h2o_loop_t *loop, const mg_upstream_callbacks_t *cbs, void *cb_arg);
+void mg_upstream_destroy(mg_upstream_t *up);
+/* A reset easy handle (from a free list), with the options every transfer shares already set. */
+CURL *mg_upstream_acquire(mg_upstream_t *up);
+/* Starts the transfer; `done` runs once for it, later, on the loop. 0, or -1 if curl refused it. */
+int mg_upstream_start(mg_upstream_t *up, CURL *easy, void *transfer);
+/* Stops a started transfer (no callback follows) or returns an idle handle to the free list. */
+void mg_upstream_release(mg_upstream_t *up, CURL *easy);
+/* Resumes a transfer paused by its write callback; safe from any loop callback. */
+void mg_upstream_resume(mg_upstream_t *up, CURL *easy);
+
+/* ---------------------------------------------------------------------------------------
+ * Process, workers and the request handler
+ */
+typedef struct mg_gateway mg_gateway_t;
+
+typedef struct mg_worker {
+    unsigned id;
+    pthread_t thread;
+    mg_gateway_t *gw;
+    h2o_context_t ctx;
+    h2o_accept_ctx_t *accept_ctxs; /* one per listener */
+    h2o_socket_t **listeners;      /* one per listener, NULL once closed */
+    int *listen_fds;
+    mg_upstream_t *upstream;
+    h2o_multithread_queue_t *queue;
+    h2o_multithread_receiver_t stop_receiver;
+    size_t in_flight; /* requests accepted and not yet disposed */
+    h2o_linklist_t flush_list; /* forwards with body bytes waiting to be sent to the client */
+    h2o_timeout_t *backend_timeouts; /* one per backend (conf->backends order) */
+    int stopping;
+    uint64_t rng[2]; /* request ids */
+} mg_worker_t;
+
+struct mg_gateway {
+    mg_config_t *conf;
+    h2o_globalconf_t globalconf;
+    h2o_pathconf_t *pathconf;
+    SSL_CTX **ssl_ctxs; /* one per listener, NULL for plain */
+    mg_worker_t *workers;
+    int access_log_fd; /* -1: none */
+};
+
+/* One accepted request, from on_req until h2o disposes it (allocated in the request's pool). */
+typedef struct mg_request {
+    h2o_req_t *req; /* NULL once the client is gone or the final send is done */
+    mg_worker_t *worker;
+    const mg_route_t *route;
+    mg_str_t method, path, query, host, peer, request_id;
+    uint64_t started_at; /* loop time, ms */
+    int logged;
+    int status;           /* for the access log */
+    uint64_t bytes_sent;  /* body bytes, for the access log */
+    const char *server;   /* backend server url chosen last, or NULL */
+    struct mg_forward *forward; /* non-NULL while forwarding */
+} mg_request_t;
+
+/* Sends a gateway-made response: status, X-Matchgate-Error: code, a short text/plain body naming
+ * the reason and the route. Final: the request must not be touched afterwards (proxy.c). */
+void mg_request_send_error(mg_request_t *r, int status, const char *code, const char *reason);
+/* Writes the access log line for `r` once (later calls do nothing). */
+void mg_request_log(mg_request_t *r);
+
+/* Starts forwarding `r` to the route's backend (forward.c). Always ends with a response. */
+void mg_forward_start(mg_request_t *r);
+/* Cancels the backend transfer of a request whose client went away. */
+void mg_forward_cancel(mg_request_t *r);
+/* The upstream callbacks of a worker (forward.c). */
+extern const mg_upstream_callbacks_t mg_forward_upstream_callbacks;
+
+/* Registers the proxy handler on `pathconf` (proxy.c). */
+void mg_proxy_register(mg_gateway_t *gw, h2o_pathconf_t *pathconf);
+/* The worker owning an h2o context. */
+mg_worker_t *mg_worker_of(h2o_context_t *ctx);
+
+/* Installs signal handling: blocks SIGTERM/SIGINT/SIGHUP/SIGPIPE in the calling thread (and so in
+ * threads created afterwards). mg_signals_wait returns the next of SIGTERM/SIGINT (signals.c). */
+void mg_signals_block(void);
+int mg_signals_wait(void);
+
+#endif

@@ -1,0 +1,245 @@
+/*
+ * The request handler: every request h2o accepts comes here, becomes a routing context, is
+ * matched against the route tree and ends with exactly one response: the route's own
+ * (`respond`), the backend's (`forward`), or a gateway-made error.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+#include "gateway/internal.h"
+
+typedef struct mg_handler {
+    h2o_handler_t super;
+    mg_gateway_t *gw;
+} mg_handler_t;
+
+mg_worker_t *mg_worker_of(h2o_context_t *ctx)
+{
+    return H2O_STRUCT_FROM_MEMBER(mg_worker_t, ctx, ctx);
+}
+
+static const char *reason_phrase(int status)
+{
+    switch (status) {
+    case 400:
+        return "Bad Request";
+    case 404:
+        return "Not Found";
+    case 413:
+        return "Payload Too Large";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return "";
+    }
+}
+
+void mg_request_log(mg_request_t *r)
+{
+    if (r->logged)
+        return;
+    r->logged = 1;
+    mg_worker_t *w = r->worker;
+    if (w->gw->access_log_fd < 0)
+        return;
+    mg_access_entry_t e = {.peer = r->peer, .method = r->method, .path = r->path, .status = r->status, .bytes = r->bytes_sent};
+    gettimeofday(&e.when, NULL);
+    if (r->route != NULL)
+        e.route = mg_str(r->route->name, strlen(r->route->name));
+    if (r->server != NULL)
+        e.server = mg_str(r->server, strlen(r->server));
+    e.request_id = r->request_id;
+    e.duration_ms = (double)(h2o_now(w->ctx.loop) - r->started_at);
+    mg_access_write(w->gw->access_log_fd, &e);
+}
+
+static void add_header(h2o_req_t *req, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+    h2o_add_header_by_str(&req->pool, &req->res.headers, name, nlen, 0, NULL, value, vlen);
+}
+
+/* Sends a complete response with a body held in the pool; `r` is done with its request after. */
+static void send_inline(mg_request_t *r, int status, const char *reason, const char *body, size_t len)
+{
+    h2o_req_t *req = r->req;
+    req->res.status = status;
+    req->res.reason = reason;
+    req->res.content_length = len;
+    add_header(req, H2O_STRLIT("x-request-id"), r->request_id.base, r->request_id.len);
+    r->status = status;
+    r->bytes_sent = len;
+    r->req = NULL;
+    h2o_send_inline(req, body, len);
+    mg_request_log(r);
+}
+
+void mg_request_send_error(mg_request_t *r, int status, const char *code, const char *reason)
+{
+    h2o_req_t *req = r->req;
+    const char *route = r->route != NULL ? r->route->name : "-";
+    char *body = h2o_mem_alloc_pool(&req->pool, 256 + strlen(route));
+    int len = snprintf(body, 256 + strlen(route), "%d %s: %s (route %s)\n", status, reason_phrase(status), reason, route);
+    add_header(req, H2O_STRLIT("x-matchgate-error"), code, strlen(code));
+    add_header(req, H2O_STRLIT("content-type"), H2O_STRLIT("text/plain; charset=utf-8"));
+    send_inline(r, status, reason_phrase(status), body, (size_t)len);
+}
+
+static void send_respond(mg_request_t *r)
+{
+    const mg_route_t *route = r->route;
+    for (size_t i = 0; i < route->respond.num_headers; i++) {
+        const mg_header_t *h = &route->respond.headers[i];
+        add_header(r->req, h->name.base, h->name.len, h->value.base, h->value.len);
+    }
+    send_inline(r, route->respond.status, reason_phrase(route->respond.status), route->respond.body, route->respond.body_len);
+}
+
+/* Called when h2o frees the request: the client got its response or went away. */
+static void on_request_dispose(void *p)
+{
+    mg_request_t *r = p;
+    if (r->forward != NULL)
+        mg_forward_cancel(r);
+    if (!r->logged && r->status == 0)
+        r->status = 499; /* the client closed before a response could be sent (nginx's code) */
+    mg_request_log(r);
+    r->worker->in_flight--;
+}
+
+static mg_str_t peer_of(h2o_req_t *req)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss);
+    char *buf = h2o_mem_alloc_pool(&req->pool, INET6_ADDRSTRLEN);
+    buf[0] = '\0';
+    if (len != 0 && ss.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, buf, INET6_ADDRSTRLEN);
+    else if (len != 0 && ss.ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, buf, INET6_ADDRSTRLEN);
+    return mg_str(buf, strlen(buf));
+}
+
+/* Host for matching: lower case, without port ("[::1]:80" keeps its brackets). */
+static mg_str_t host_of(h2o_req_t *req)
+{
+    h2o_iovec_t a = req->authority;
+    size_t len = a.len;
+    for (size_t i = a.len; i-- > 0;) {
+        if (a.base[i] == ':') {
+            len = i;
+            break;
+        }
+        if (a.base[i] < '0' || a.base[i] > '9')
+            break;
+    }
+    char *buf = h2o_mem_alloc_pool(&req->pool, len + 1);
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (char)(a.base[i] >= 'A' && a.base[i] <= 'Z' ? a.base[i] + 32 : a.base[i]);
+    buf[len] = '\0';
+    return mg_str(buf, len);
+}
+
+static mg_str_t request_id_of(mg_worker_t *w, h2o_req_t *req)
+{
+    ssize_t i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-request-id"), -1);
+    if (i >= 0) {
+        h2o_iovec_t v = req->headers.entries[i].value;
+        if (v.len != 0 && v.len <= 128 && mg_header_value_is_safe(v.base, v.len))
+            return mg_str(v.base, v.len);
+    }
+    /* xorshift128+: ids only need to be unique, not unpredictable */
+    uint64_t s1 = w->rng[0], s0 = w->rng[1];
+    w->rng[0] = s0;
+    s1 ^= s1 << 23;
+    w->rng[1] = s1 ^ s0 ^ (s1 >> 17) ^ (s0 >> 26);
+    char *buf = h2o_mem_alloc_pool(&req->pool, 33);
+    snprintf(buf, 33, "%016llx%016llx", (unsigned long long)w->rng[1], (unsigned long long)(w->rng[0] + w->id));
+    return mg_str(buf, 32);
+}
+
+static size_t header_bytes(h2o_req_t *req)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < req->headers.size; i++)
+        total += req->headers.entries[i].name->len + req->headers.entries[i].value.len + 4;
+    return total;
+}
+
+static int is_websocket_upgrade(h2o_req_t *req)
+{
+    ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_UPGRADE, -1);
+    return i >= 0 && h2o_lcstris(req->headers.entries[i].value.base, req->headers.entries[i].value.len, H2O_STRLIT("websocket"));
+}
+
+/* Fills the routing context from the request; -1 when the path cannot be normalized. */
+static int build_context(mg_request_t *r, mg_ctx_t *ctx)
+{
+    h2o_req_t *req = r->req;
+    size_t path_len = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
+    char *norm = h2o_mem_alloc_pool(&req->pool, path_len + 1);
+    long nlen = mg_path_normalize(req->path.base, path_len, norm);
+    if (nlen < 0)
+        return -1;
+    r->path = mg_str(norm, (size_t)nlen);
+    if (req->query_at != SIZE_MAX)
+        r->query = mg_str(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
+    r->host = host_of(req);
+    mg_header_t *headers = h2o_mem_alloc_pool(&req->pool, sizeof(*headers) * (req->headers.size + 1));
+    for (size_t i = 0; i < req->headers.size; i++) {
+        headers[i].name = mg_str(req->headers.entries[i].name->base, req->headers.entries[i].name->len);
+        headers[i].value = mg_str(req->headers.entries[i].value.base, req->headers.entries[i].value.len);
+    }
+    *ctx = (mg_ctx_t){.method = r->method, .scheme = mg_str(req->scheme->name.base, req->scheme->name.len), .host = r->host,
+                      .path = r->path, .query = r->query, .peer = r->peer, .headers = headers,
+                      .num_headers = req->headers.size, .websocket = is_websocket_upgrade(req)};
+    return 0;
+}
+
+static mg_request_t *request_new(mg_worker_t *w, h2o_req_t *req)
+{
+    mg_request_t *r = h2o_mem_alloc_shared(&req->pool, sizeof(*r), on_request_dispose);
+    memset(r, 0, sizeof(*r));
+    r->req = req;
+    r->worker = w;
+    r->started_at = h2o_now(w->ctx.loop);
+    r->method = mg_str(req->method.base, req->method.len);
+    r->path = mg_str(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len);
+    r->peer = peer_of(req);
+    r->request_id = request_id_of(w, req);
+    w->in_flight++;
+    return r;
+}
+
+static int on_req(h2o_handler_t *self, h2o_req_t *req)
+{
+    mg_gateway_t *gw = ((mg_handler_t *)self)->gw;
+    mg_request_t *r = request_new(mg_worker_of(req->conn->ctx), req);
+    mg_ctx_t ctx;
+    if (header_bytes(req) > gw->conf->limits.max_header_size) {
+        mg_request_send_error(r, 431, "headers-too-large", "request headers exceed limits.max_header_size");
+    } else if (build_context(r, &ctx) != 0) {
+        mg_request_send_error(r, 400, "bad-request", "invalid request path");
+    } else if ((r->route = mg_routes_match(gw->conf->routes, &ctx)) == NULL) {
+        mg_request_send_error(r, 404, "no-route", "no route matches the request");
+    } else if (r->route->kind == MG_ROUTE_RESPOND) {
+        send_respond(r);
+    } else {
+        mg_forward_start(r);
+    }
+    return 0;
+}
+
+void mg_proxy_register(mg_gateway_t *gw, h2o_pathconf_t *pathconf)
+{
+    mg_handler_t *h = (mg_handler_t *)h2o_create_handler(pathconf, sizeof(*h));
+    h->super.on_req = on_req;
+    h->gw = gw;
+}

@@ -1,0 +1,260 @@
+/*
+ * The process: listeners, worker threads and shutdown.
+ *
+ * Each worker owns an h2o loop, its own SO_REUSEPORT socket per listener (the kernel spreads
+ * connections), its own libcurl multi handle, and every connection it accepts for the
+ * connection's whole life. The main thread only waits for signals.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+#include <openssl/err.h>
+#include "gateway/internal.h"
+
+#define LISTEN_BACKLOG 1024
+#define ACCEPTS_PER_WAKEUP 16
+
+/* Static so that what is still referenced at exit stays reachable (no false leak reports). */
+static mg_gateway_t gateway;
+
+static void on_accept(h2o_socket_t *listener, const char *err)
+{
+    h2o_accept_ctx_t *actx = listener->data;
+    if (err != NULL)
+        return;
+    for (int i = 0; i < ACCEPTS_PER_WAKEUP; i++) {
+        h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
+        if (sock == NULL)
+            return;
+        h2o_accept(actx, sock);
+    }
+}
+
+static void close_listeners(mg_worker_t *w)
+{
+    for (size_t i = 0; i < w->gw->conf->num_listeners; i++) {
+        if (w->listeners[i] == NULL)
+            continue;
+        h2o_socket_read_stop(w->listeners[i]);
+        h2o_socket_close(w->listeners[i]);
+        w->listeners[i] = NULL;
+    }
+}
+
+/* Runs on the worker when the main thread asks it to stop. */
+static void on_stop_message(h2o_multithread_receiver_t *receiver, h2o_linklist_t *messages)
+{
+    mg_worker_t *w = H2O_STRUCT_FROM_MEMBER(mg_worker_t, stop_receiver, receiver);
+    while (!h2o_linklist_is_empty(messages)) {
+        h2o_multithread_message_t *m = H2O_STRUCT_FROM_MEMBER(h2o_multithread_message_t, link, messages->next);
+        h2o_linklist_unlink(&m->link);
+        free(m);
+    }
+    if (w->stopping)
+        return;
+    w->stopping = 1;
+    close_listeners(w);
+    /* HTTP/1 connections close after their current response, HTTP/2 ones get GOAWAY */
+    h2o_context_request_shutdown(&w->ctx);
+}
+
+static void worker_init(mg_worker_t *w)
+{
+    mg_config_t *conf = w->gw->conf;
+    h2o_loop_t *loop = w->ctx.loop;
+    h2o_linklist_init_anchor(&w->flush_list);
+    w->upstream = mg_upstream_create(loop, &mg_forward_upstream_callbacks, w);
+    w->backend_timeouts = calloc(conf->num_backends + 1, sizeof(*w->backend_timeouts));
+    for (size_t i = 0; i < conf->num_backends; i++)
+        h2o_timeout_init(loop, &w->backend_timeouts[i], conf->backends[i].timeout_ms);
+    w->accept_ctxs = calloc(conf->num_listeners, sizeof(*w->accept_ctxs));
+    w->listeners = calloc(conf->num_listeners, sizeof(*w->listeners));
+    for (size_t i = 0; i < conf->num_listeners; i++) {
+        w->accept_ctxs[i].ctx = &w->ctx;
+        w->accept_ctxs[i].hosts = w->gw->globalconf.hosts;
+        w->accept_ctxs[i].ssl_ctx = w->gw->ssl_ctxs[i];
+        w->listeners[i] = h2o_evloop_socket_create(loop, w->listen_fds[i], H2O_SOCKET_FLAG_DONT_READ);
+        w->listeners[i]->data = &w->accept_ctxs[i];
+        h2o_socket_read_start(w->listeners[i], on_accept);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    mg_worker_t *w = arg;
+    h2o_context_init(&w->ctx, w->ctx.loop, &w->gw->globalconf);
+    worker_init(w);
+    /* h2o_evloop_run returns -1 on EINTR: keep looping, or a signal would stop the worker */
+    while (!(w->stopping && w->in_flight == 0))
+        h2o_evloop_run(w->ctx.loop, INT32_MAX);
+    mg_upstream_destroy(w->upstream);
+    w->upstream = NULL;
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Setup (main thread)
+ */
+static int open_listener(const mg_listen_conf_t *l)
+{
+    int fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), on = 1;
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on));
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+    if (l->addr.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+    if (bind(fd, (const struct sockaddr *)&l->addr, l->addrlen) != 0 || listen(fd, LISTEN_BACKLOG) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+static SSL_CTX *open_tls(const mg_listen_conf_t *l)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == NULL)
+        return NULL;
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    if (SSL_CTX_use_certificate_chain_file(ctx, l->tls_certificate) != 1 ||
+        SSL_CTX_use_PrivateKey_file(ctx, l->tls_key, SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(ctx) != 1) {
+        char err[256];
+        ERR_error_string_n(ERR_get_error(), err, sizeof(err));
+        fprintf(stderr, "matchgate: %s: cannot load certificate %s / key %s: %s\n", l->address, l->tls_certificate, l->tls_key,
+                err);
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    /* ALPN: h2 first, then http/1.1 */
+    h2o_ssl_register_alpn_protocols(ctx, h2o_http2_alpn_protocols);
+    return ctx;
+}
+
+static void setup_globalconf(mg_gateway_t *gw)
+{
+    mg_config_t *conf = gw->conf;
+    h2o_config_init(&gw->globalconf);
+    gw->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("matchgate"));
+    gw->globalconf.max_request_entity_size = conf->limits.max_request_body;
+    gw->globalconf.http1.req_timeout = conf->limits.client_idle_timeout_ms;
+    gw->globalconf.http2.idle_timeout = conf->limits.client_idle_timeout_ms;
+    gw->globalconf.http2.max_concurrent_requests_per_connection = conf->limits.max_http2_streams;
+    h2o_hostconf_t *host = h2o_config_register_host(&gw->globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+    /* one "/" handler: h2o matches paths in registration order, the route tree does the rest */
+    gw->pathconf = h2o_config_register_path(host, "/", 0);
+    mg_proxy_register(gw, gw->pathconf);
+}
+
+static int open_access_log(mg_gateway_t *gw)
+{
+    const char *path = gw->conf->access_log;
+    gw->access_log_fd = -1;
+    if (path == NULL)
+        return 0;
+    if (strcmp(path, "-") == 0) {
+        gw->access_log_fd = STDOUT_FILENO;
+        return 0;
+    }
+    gw->access_log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (gw->access_log_fd < 0) {
+        fprintf(stderr, "matchgate: cannot open access log %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int setup_listeners(mg_gateway_t *gw)
+{
+    mg_config_t *conf = gw->conf;
+    gw->ssl_ctxs = calloc(conf->num_listeners, sizeof(*gw->ssl_ctxs));
+    for (size_t i = 0; i < conf->num_listeners; i++)
+        if (conf->listeners[i].tls_certificate != NULL && (gw->ssl_ctxs[i] = open_tls(&conf->listeners[i])) == NULL)
+            return -1;
+    for (unsigned n = 0; n < conf->workers; n++) {
+        mg_worker_t *w = &gw->workers[n];
+        w->listen_fds = calloc(conf->num_listeners, sizeof(*w->listen_fds));
+        for (size_t i = 0; i < conf->num_listeners; i++) {
+            if ((w->listen_fds[i] = open_listener(&conf->listeners[i])) < 0) {
+                fprintf(stderr, "matchgate: cannot listen on %s: %s\n", conf->listeners[i].address, strerror(errno));
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static void prepare_worker(mg_gateway_t *gw, mg_worker_t *w, unsigned id)
+{
+    w->id = id;
+    w->gw = gw;
+    w->ctx.loop = h2o_evloop_create();
+    /* the queue exists before any signal can arrive, so a stop message is never lost */
+    w->queue = h2o_multithread_create_queue(w->ctx.loop);
+    h2o_multithread_register_receiver(w->queue, &w->stop_receiver, on_stop_message);
+    if (getrandom(w->rng, sizeof(w->rng), 0) != sizeof(w->rng)) {
+        w->rng[0] = (uint64_t)time(NULL) ^ ((uint64_t)id << 32);
+        w->rng[1] = (uint64_t)getpid() | 1;
+    }
+}
+
+static void stop_workers(mg_gateway_t *gw)
+{
+    for (unsigned i = 0; i < gw->conf->workers; i++) {
+        h2o_multithread_message_t *m = calloc(1, sizeof(*m));
+        h2o_multithread_send_message(&gw->workers[i].stop_receiver, m);
+    }
+}
+
+/* Joins the workers until the deadline; 0 when all finished, -1 when some were still busy. */
+static int join_workers(mg_gateway_t *gw, uint64_t timeout_ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += (time_t)(timeout_ms / 1000);
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (deadline.tv_nsec >= 1000000000) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000;
+    }
+    int all = 0;
+    for (unsigned i = 0; i < gw->conf->workers; i++)
+        all |= pthread_timedjoin_np(gw->workers[i].thread, NULL, &deadline);
+    return all == 0 ? 0 : -1;
+}
+
+int mg_gateway_run(mg_config_t *conf)
+{
+    mg_gateway_t *gw = &gateway;
+    gw->conf = conf;
+    gw->workers = calloc(conf->workers, sizeof(*gw->workers));
+    setup_globalconf(gw);
+    if (open_access_log(gw) != 0 || setup_listeners(gw) != 0)
+        return 1;
+    mg_signals_block();
+    for (unsigned i = 0; i < conf->workers; i++) {
+        prepare_worker(gw, &gw->workers[i], i);
+        pthread_create(&gw->workers[i].thread, NULL, worker_main, &gw->workers[i]);
+    }
+    fprintf(stderr, "matchgate: serving %s with %u workers (pid %d)\n", conf->file, conf->workers, (int)getpid());
+    int sig = mg_signals_wait();
+    fprintf(stderr, "matchgate: %s received, finishing in-flight requests (up to %llu ms)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+            (unsigned long long)conf->shutdown_timeout_ms);
+    stop_workers(gw);
+    if (join_workers(gw, conf->shutdown_timeout_ms) != 0)
+        fprintf(stderr, "matchgate: shutdown_timeout reached, exiting with requests still in flight\n");
+    else
+        fprintf(stderr, "matchgate: stopped\n");
+    return 0;
+}

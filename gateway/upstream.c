@@ -1,0 +1,259 @@
+/*
+ * libcurl's multi interface driven by a worker's h2o event loop: no thread per request and
+ * no extra thread per worker. curl tells us which sockets to watch (socket callback) and
+ * when to call it back (timer callback); we map both onto h2o sockets and timeouts.
+ */
+#include <stdlib.h>
+#include <unistd.h>
+#include "gateway/internal.h"
+
+/* h2o timeouts are fixed-length buckets: curl's timer goes to the largest bucket not above
+ * the delay it asked for; firing early is harmless (curl just asks again). */
+static const uint64_t timer_buckets_ms[] = {0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
+#define NUM_BUCKETS (sizeof(timer_buckets_ms) / sizeof(timer_buckets_ms[0]))
+#define FREE_LIST_MAX 64
+
+typedef struct watch {
+    mg_upstream_t *up;
+    h2o_socket_t *sock;
+    curl_socket_t fd;
+    int what;        /* CURL_POLL_* last asked for */
+    int write_armed; /* h2o_socket_notify_write is one-shot and cannot be cancelled */
+    int closed;      /* curl removed it while a write notification was still armed */
+} watch_t;
+
+struct mg_upstream {
+    h2o_loop_t *loop;
+    mg_upstream_callbacks_t cbs;
+    void *cb_arg;
+    CURLM *multi;
+    h2o_timeout_t buckets[NUM_BUCKETS];
+    h2o_timeout_entry_t timer;
+    h2o_timeout_t *timer_bucket; /* where `timer` is linked, or NULL */
+    CURL *free_list[FREE_LIST_MAX];
+    size_t num_free;
+};
+
+static void check_done(mg_upstream_t *up)
+{
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(up->multi, &left)) != NULL) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        CURL *easy = msg->easy_handle;
+        CURLcode result = msg->data.result;
+        void *transfer = NULL;
+        curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&transfer);
+        /* out of the multi first: the callback may release or restart the handle */
+        curl_multi_remove_handle(up->multi, easy);
+        up->cbs.done(easy, result, transfer);
+    }
+}
+
+/* After curl ran: report finished transfers, then let the owner flush what arrived. */
+static void after_curl(mg_upstream_t *up)
+{
+    check_done(up);
+    up->cbs.flush(up->cb_arg);
+}
+
+static void socket_action(mg_upstream_t *up, curl_socket_t fd, int ev)
+{
+    int running;
+    curl_multi_socket_action(up->multi, fd, ev, &running);
+    after_curl(up);
+}
+
+static void on_timer(h2o_timeout_entry_t *entry)
+{
+    mg_upstream_t *up = H2O_STRUCT_FROM_MEMBER(mg_upstream_t, timer, entry);
+    up->timer_bucket = NULL;
+    socket_action(up, CURL_SOCKET_TIMEOUT, 0);
+}
+
+static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+    mg_upstream_t *up = userp;
+    if (up->timer_bucket != NULL) {
+        h2o_timeout_unlink(&up->timer);
+        up->timer_bucket = NULL;
+    }
+    if (timeout_ms < 0)
+        return 0;
+    size_t i = NUM_BUCKETS - 1;
+    while (i > 0 && timer_buckets_ms[i] > (uint64_t)timeout_ms)
+        i--;
+    up->timer_bucket = &up->buckets[i];
+    h2o_timeout_link(up->loop, up->timer_bucket, &up->timer);
+    return 0;
+}
+
+static void on_writable(h2o_socket_t *sock, const char *err);
+
+static void arm_write(watch_t *w)
+{
+    if (w->write_armed)
+        return;
+    w->write_armed = 1;
+    h2o_socket_notify_write(w->sock, on_writable);
+}
+
+static void on_readable(h2o_socket_t *sock, const char *err)
+{
+    watch_t *w = sock->data;
+    socket_action(w->up, w->fd, err != NULL ? CURL_CSELECT_ERR : CURL_CSELECT_IN);
+}
+
+static void on_writable(h2o_socket_t *sock, const char *err)
+{
+    watch_t *w = sock->data;
+    w->write_armed = 0;
+    if (w->closed) {
+        /* curl dropped the socket while this notification was pending: finish the close now */
+        h2o_socket_close(sock);
+        free(w);
+        return;
+    }
+    if ((w->what & CURL_POLL_OUT) == 0)
+        return;
+    /* re-arm before calling into curl: curl only calls the socket callback on changes, so a
+     * socket that stays interested in writing would otherwise never be watched again */
+    arm_write(w);
+    socket_action(w->up, w->fd, err != NULL ? CURL_CSELECT_ERR : CURL_CSELECT_OUT);
+}
+
+static watch_t *watch_new(mg_upstream_t *up, curl_socket_t fd)
+{
+    /* dup: h2o_socket_close closes its fd, and curl closes its own */
+    int dupfd = dup(fd);
+    if (dupfd < 0)
+        return NULL;
+    watch_t *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        close(dupfd);
+        return NULL;
+    }
+    w->up = up;
+    w->fd = fd;
+    w->sock = h2o_evloop_socket_create((h2o_evloop_t *)up->loop, dupfd, H2O_SOCKET_FLAG_DONT_READ);
+    w->sock->data = w;
+    curl_multi_assign(up->multi, fd, w);
+    return w;
+}
+
+static void watch_remove(mg_upstream_t *up, watch_t *w)
+{
+    curl_multi_assign(up->multi, w->fd, NULL);
+    if (w->write_armed) {
+        h2o_socket_read_stop(w->sock);
+        w->closed = 1;
+        return;
+    }
+    h2o_socket_close(w->sock);
+    free(w);
+}
+
+static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+    mg_upstream_t *up = userp;
+    watch_t *w = socketp;
+    if (what == CURL_POLL_REMOVE) {
+        if (w != NULL)
+            watch_remove(up, w);
+        return 0;
+    }
+    if (w == NULL && (w = watch_new(up, fd)) == NULL)
+        return -1;
+    w->what = what;
+    if (what & CURL_POLL_IN) {
+        if (!h2o_socket_is_reading(w->sock))
+            h2o_socket_read_start(w->sock, on_readable);
+    } else if (h2o_socket_is_reading(w->sock)) {
+        h2o_socket_read_stop(w->sock);
+    }
+    if (what & CURL_POLL_OUT)
+        arm_write(w);
+    return 0;
+}
+
+mg_upstream_t *mg_upstream_create(h2o_loop_t *loop, const mg_upstream_callbacks_t *cbs, void *cb_arg)
+{
+    mg_upstream_t *up = calloc(1, sizeof(*up));
+    if (up == NULL)
+        return NULL;
+    up->loop = loop;
+    up->cbs = *cbs;
+    up->cb_arg = cb_arg;
+    if ((up->multi = curl_multi_init()) == NULL) {
+        free(up);
+        return NULL;
+    }
+    for (size_t i = 0; i < NUM_BUCKETS; i++)
+        h2o_timeout_init(loop, &up->buckets[i], timer_buckets_ms[i]);
+    up->timer.cb = on_timer;
+    curl_multi_setopt(up->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket);
+    curl_multi_setopt(up->multi, CURLMOPT_SOCKETDATA, up);
+    curl_multi_setopt(up->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
+    curl_multi_setopt(up->multi, CURLMOPT_TIMERDATA, up);
+    /* the keep-alive pool to backends: idle connections kept per worker */
+    curl_multi_setopt(up->multi, CURLMOPT_MAXCONNECTS, 256L);
+    return up;
+}
+
+void mg_upstream_destroy(mg_upstream_t *up)
+{
+    if (up->timer_bucket != NULL)
+        h2o_timeout_unlink(&up->timer);
+    for (size_t i = 0; i < up->num_free; i++)
+        curl_easy_cleanup(up->free_list[i]);
+    curl_multi_cleanup(up->multi);
+    for (size_t i = 0; i < NUM_BUCKETS; i++)
+        h2o_timeout_dispose(up->loop, &up->buckets[i]);
+    free(up);
+}
+
+static void set_common_options(CURL *easy)
+{
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    /* the path was normalized by the gateway; curl must send it byte for byte */
+    curl_easy_setopt(easy, CURLOPT_PATH_AS_IS, 1L);
+    curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+}
+
+CURL *mg_upstream_acquire(mg_upstream_t *up)
+{
+    CURL *easy;
+    if (up->num_free != 0) {
+        easy = up->free_list[--up->num_free];
+        curl_easy_reset(easy);
+    } else if ((easy = curl_easy_init()) == NULL) {
+        return NULL;
+    }
+    set_common_options(easy);
+    return easy;
+}
+
+int mg_upstream_start(mg_upstream_t *up, CURL *easy, void *transfer)
+{
+    curl_easy_setopt(easy, CURLOPT_PRIVATE, transfer);
+    return curl_multi_add_handle(up->multi, easy) == CURLM_OK ? 0 : -1;
+}
+
+void mg_upstream_release(mg_upstream_t *up, CURL *easy)
+{
+    /* removing a handle that is not in the multi is a harmless no-op */
+    curl_multi_remove_handle(up->multi, easy);
+    if (up->num_free < FREE_LIST_MAX)
+        up->free_list[up->num_free++] = easy;
+    else
+        curl_easy_cleanup(easy);
+}
+
+void mg_upstream_resume(mg_upstream_t *up, CURL *easy)
+{
+    curl_easy_pause(easy, CURLPAUSE_CONT);
+    /* unpausing may have delivered data or finished the transfer without any socket event */
+    after_curl(up);
+}

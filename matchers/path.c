@@ -1,0 +1,124 @@
+/*
+ * `path`: "/exact", {exact: /x} or {prefix: /api}. Paths in the configuration are normalized
+ * like request paths (mg_path_normalize), so `/api/%7Euser` and `/api/~user` mean the same.
+ *
+ * A prefix matches on segment boundaries ("/api" matches /api and /api/x, not /apix) and
+ * binds `remainder` to what follows it, so "/v2${remainder}" rewrites /api/x to /v2/x.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "matchers/matchers.h"
+
+typedef struct mg_path {
+    int prefix;
+    char *value; /* normalized; a prefix without its trailing '/' ("/" is "") */
+    size_t len;
+} mg_path_t;
+
+static const char *const mg_path_keys[] = {"exact", "prefix", NULL};
+
+static int mg_path_check(const mg_node_t *node, const char *s, mg_errors_t *errs)
+{
+    if (s[0] != '/') {
+        mg_errors_add(errs, node, "a path must start with '/'");
+        return -1;
+    }
+    if (strlen(s) != node->u.scalar.len || strpbrk(s, "?#") != NULL) {
+        mg_errors_add(errs, node, "a path cannot contain '?', '#' or NUL (the query is matched with 'query')");
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads and normalizes the path in `node` into p. */
+static int mg_path_read(mg_path_t *p, const mg_node_t *node, mg_errors_t *errs)
+{
+    const char *s;
+    if (mg_node_to_str(node, &s, errs) != 0 || mg_path_check(node, s, errs) != 0)
+        return -1;
+    size_t len = strlen(s);
+    if ((p->value = malloc(len + 1)) == NULL)
+        abort();
+    long n = mg_path_normalize(s, len, p->value);
+    if (n < 0) {
+        mg_errors_add(errs, node, "invalid path '%s' (a malformed %%-escape, or '..' above the root)", s);
+        return -1;
+    }
+    p->len = (size_t)n;
+    /* "/api/" and "/api" are the same prefix: the boundary check supplies the '/'. */
+    while (p->prefix && p->len != 0 && p->value[p->len - 1] == '/')
+        p->value[--p->len] = '\0';
+    return 0;
+}
+
+static int mg_path_compile_mapping(mg_path_t *p, const mg_node_t *arg, mg_errors_t *errs)
+{
+    if (mg_node_check_keys(arg, mg_path_keys, errs) != 0)
+        return -1;
+    const mg_node_t *exact = mg_node_get(arg, "exact"), *prefix = mg_node_get(arg, "prefix");
+    if ((exact == NULL) == (prefix == NULL)) {
+        mg_errors_add(errs, arg, "'path' takes exactly one of 'exact' or 'prefix'");
+        return -1;
+    }
+    p->prefix = prefix != NULL;
+    return mg_path_read(p, p->prefix ? prefix : exact, errs);
+}
+
+static int mg_path_compile(mg_matcher_t *self, const mg_node_t *arg, mg_errors_t *errs)
+{
+    mg_path_t *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        abort();
+    self->data = p;
+    if (arg->kind == MG_NODE_SCALAR)
+        return mg_path_read(p, arg, errs);
+    if (arg->kind == MG_NODE_MAPPING)
+        return mg_path_compile_mapping(p, arg, errs);
+    mg_errors_add(errs, arg, "expected a path or a mapping with 'exact' or 'prefix', got %s", mg_node_kind_name(arg->kind));
+    return -1;
+}
+
+static int mg_path_match(const mg_matcher_t *self, mg_ctx_t *ctx)
+{
+    const mg_path_t *p = self->data;
+    mg_str_t path = ctx->path;
+    if (path.len < p->len || (p->len != 0 && memcmp(path.base, p->value, p->len) != 0))
+        return 0;
+    if (!p->prefix)
+        return path.len == p->len;
+    if (path.len != p->len && path.base[p->len] != '/')
+        return 0;
+    /* A full variable table fails the match rather than hand a template an unbound name. */
+    return mg_ctx_set_var(ctx, MG_STR("remainder"), mg_str(path.base + p->len, path.len - p->len)) == 0;
+}
+
+static void mg_path_dispose(mg_matcher_t *self)
+{
+    mg_path_t *p = self->data;
+    if (p == NULL)
+        return;
+    free(p->value);
+    free(p);
+}
+
+static size_t mg_path_describe(const mg_matcher_t *self, char *buf, size_t size)
+{
+    const mg_path_t *p = self->data;
+    if (!p->prefix) {
+        size_t off = mg_matcher_describe_text(buf, size, 0, "{\"path\":");
+        off = mg_matcher_describe_str(buf, size, off, mg_str(p->value, p->len));
+        return mg_matcher_describe_text(buf, size, off, "}");
+    }
+    size_t off = mg_matcher_describe_text(buf, size, 0, "{\"path\":{\"prefix\":");
+    off = mg_matcher_describe_str(buf, size, off, p->len != 0 ? mg_str(p->value, p->len) : MG_STR("/"));
+    return mg_matcher_describe_text(buf, size, off, "}}");
+}
+
+const mg_matcher_ops_t mg_matcher_path = {
+    .name = "path",
+    .compile = mg_path_compile,
+    .match = mg_path_match,
+    .dispose = mg_path_dispose,
+    .describe = mg_path_describe,
+};

@@ -1,0 +1,444 @@
+/*
+ * The route tree: compiled once per configuration from the `routes:` sequence, then shared
+ * read-only by every worker. mg_routes_match runs per request and never allocates.
+ *
+ * Everything kept is copied out of the nodes, which die with their document after compile.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "routes/routes.h"
+
+/* Route names seen so far (unique across the tree), by open addressing: trees of 100k routes
+ * must not pay a quadratic scan. */
+typedef struct mg_route_names {
+    struct mg_route_name {
+        const char *name;
+        const mg_node_t *at; /* where it was first defined */
+    } * slots;
+    size_t used, capacity; /* capacity: 0 or a power of two */
+} mg_route_names_t;
+
+typedef struct mg_routes_builder {
+    mg_routes_t *routes;
+    mg_backend_resolver_t resolve;
+    void *arg;
+    mg_errors_t *errs;
+    mg_route_names_t names;
+} mg_routes_builder_t;
+
+static const char *const mg_route_keys[] = {"name", "match", "forward", "respond", "routes", NULL};
+static const char *const mg_route_terminals[] = {"forward", "respond", "routes", NULL};
+static const char *const mg_forward_keys[] = {"backend", "host", NULL};
+static const char *const mg_respond_keys[] = {"status", "body", "headers", NULL};
+
+static mg_route_t **mg_route_list_compile(mg_routes_builder_t *b, const mg_node_t *seq, const mg_route_t *parent, size_t *size);
+
+static char *mg_copy(const char *s, size_t len)
+{
+    char *p = malloc(len + 1);
+    if (p == NULL)
+        abort();
+    memcpy(p, s, len);
+    p[len] = '\0';
+    return p;
+}
+
+static const char *mg_route_display_name(const mg_route_t *r)
+{
+    return r->name != NULL ? r->name : "(unnamed)";
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The name table
+ */
+static size_t mg_route_name_hash(const char *s)
+{
+    size_t h = 14695981039346656037u; /* FNV-1a */
+    for (; *s != '\0'; ++s)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
+static struct mg_route_name *mg_route_names_slot(const mg_route_names_t *t, const char *name)
+{
+    size_t i = mg_route_name_hash(name) & (t->capacity - 1);
+    while (t->slots[i].name != NULL && strcmp(t->slots[i].name, name) != 0)
+        i = (i + 1) & (t->capacity - 1);
+    return &t->slots[i];
+}
+
+static void mg_route_names_grow(mg_route_names_t *t)
+{
+    mg_route_names_t bigger = {.capacity = t->capacity != 0 ? t->capacity * 2 : 64};
+    if ((bigger.slots = calloc(bigger.capacity, sizeof(*bigger.slots))) == NULL)
+        abort();
+    for (size_t i = 0; i != t->capacity; ++i) {
+        if (t->slots[i].name != NULL)
+            *mg_route_names_slot(&bigger, t->slots[i].name) = t->slots[i];
+    }
+    bigger.used = t->used;
+    free(t->slots);
+    *t = bigger;
+}
+
+/* Records `name` defined at `at`; returns where it was defined first, or NULL when new. */
+static const mg_node_t *mg_route_names_claim(mg_route_names_t *t, const char *name, const mg_node_t *at)
+{
+    if (2 * (t->used + 1) > t->capacity)
+        mg_route_names_grow(t);
+    struct mg_route_name *slot = mg_route_names_slot(t, name);
+    if (slot->name != NULL)
+        return slot->at;
+    *slot = (struct mg_route_name){name, at};
+    ++t->used;
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Validation helpers
+ */
+
+/* RFC 9110 5.6.2 tchar. */
+static int mg_is_tchar(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+static int mg_is_token(const char *s, size_t len)
+{
+    if (len == 0)
+        return 0;
+    for (size_t i = 0; i != len; ++i) {
+        if (!mg_is_tchar(s[i]))
+            return 0;
+    }
+    return 1;
+}
+
+/* No control characters (CR, LF, NUL...) and none of `extra`. */
+static int mg_is_clean(const char *s, size_t len, const char *extra)
+{
+    for (size_t i = 0; i != len; ++i) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f || (c != '\0' && strchr(extra, c) != NULL))
+            return 0;
+    }
+    return 1;
+}
+
+/* Reads a string scalar; -1 (error recorded) when it is not one. */
+static int mg_read_str(const mg_node_t *node, mg_str_t *out, mg_errors_t *errs)
+{
+    const char *s;
+    if (mg_node_to_str(node, &s, errs) != 0)
+        return -1;
+    *out = mg_str(s, node->u.scalar.len);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * name and forward
+ */
+static void mg_route_read_name(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *map)
+{
+    const mg_node_t *node = mg_node_require(map, "name", b->errs);
+    mg_str_t s;
+    if (node == NULL || mg_read_str(node, &s, b->errs) != 0)
+        return;
+    /* Names show up in logs, metrics and admin URLs (/routes/{name}/broadcast). */
+    if (s.len == 0 || !mg_is_clean(s.base, s.len, "/")) {
+        mg_errors_add(b->errs, node, "invalid route name (it must be non-empty, without '/' or control characters)");
+        return;
+    }
+    r->name = mg_copy(s.base, s.len);
+    const mg_node_t *first = mg_route_names_claim(&b->names, r->name, node);
+    if (first != NULL)
+        mg_errors_add(b->errs, node, "duplicate route name '%s' (first defined at %s:%u:%u)", r->name, first->file, first->line,
+                      first->column);
+}
+
+static void mg_route_read_backend(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *node)
+{
+    mg_str_t s;
+    if (mg_read_str(node, &s, b->errs) != 0)
+        return;
+    r->forward.backend_name = mg_copy(s.base, s.len);
+    r->forward.backend = b->resolve != NULL ? b->resolve(b->arg, r->forward.backend_name) : NULL;
+    if (r->forward.backend == NULL)
+        mg_errors_add(b->errs, node, "undefined backend '%s'", r->forward.backend_name);
+}
+
+static void mg_route_read_host(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *node)
+{
+    mg_str_t s;
+    if (mg_read_str(node, &s, b->errs) != 0)
+        return;
+    if (s.len == 0 || !mg_is_clean(s.base, s.len, " /?#@\\")) {
+        mg_errors_add(b->errs, node, "invalid host (expected a host name, optionally with a port)");
+        return;
+    }
+    r->forward.host = mg_copy(s.base, s.len);
+}
+
+static void mg_route_read_forward(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *v)
+{
+    r->kind = MG_ROUTE_FORWARD;
+    if (v->kind != MG_NODE_MAPPING) {
+        mg_route_read_backend(b, r, v);
+        return;
+    }
+    if (mg_node_check_keys(v, mg_forward_keys, b->errs) != 0)
+        return;
+    const mg_node_t *backend = mg_node_require(v, "backend", b->errs), *host = mg_node_get(v, "host");
+    if (backend != NULL)
+        mg_route_read_backend(b, r, backend);
+    if (host != NULL)
+        mg_route_read_host(b, r, host);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * respond
+ */
+static int mg_respond_header_name_ok(mg_routes_builder_t *b, const mg_node_t *key)
+{
+    if (!mg_is_token(key->u.scalar.str, key->u.scalar.len)) {
+        mg_errors_add(b->errs, key, "invalid header name (a token such as X-Reason: no spaces, ':', CR, LF or NUL)");
+        return 0;
+    }
+    /* The gateway frames the body itself; a second, conflicting length would be a bug. */
+    if (strcasecmp(key->u.scalar.str, "content-length") == 0 || strcasecmp(key->u.scalar.str, "transfer-encoding") == 0) {
+        mg_errors_add(b->errs, key, "header '%s' is set by the gateway", key->u.scalar.str);
+        return 0;
+    }
+    return 1;
+}
+
+static void mg_respond_read_header(mg_routes_builder_t *b, mg_route_t *r, const mg_node_pair_t *pair)
+{
+    mg_str_t value;
+    if (!mg_respond_header_name_ok(b, pair->key) || mg_read_str(pair->value, &value, b->errs) != 0)
+        return;
+    if (!mg_is_clean(value.base, value.len, "")) {
+        mg_errors_add(b->errs, pair->value, "invalid header value (CR, LF, NUL and other control characters are refused)");
+        return;
+    }
+    char *name = mg_copy(pair->key->u.scalar.str, pair->key->u.scalar.len);
+    for (char *p = name; *p != '\0'; ++p)
+        *p = (*p >= 'A' && *p <= 'Z') ? (char)(*p - 'A' + 'a') : *p;
+    mg_header_t *h = &r->respond.headers[r->respond.num_headers++];
+    *h = (mg_header_t){mg_str(name, pair->key->u.scalar.len), mg_str(mg_copy(value.base, value.len), value.len)};
+}
+
+static void mg_respond_read_headers(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *map)
+{
+    if (mg_node_expect(map, MG_NODE_MAPPING, b->errs) != 0)
+        return;
+    if ((r->respond.headers = calloc(map->u.mapping.size + 1, sizeof(*r->respond.headers))) == NULL)
+        abort();
+    for (size_t i = 0; i != map->u.mapping.size; ++i)
+        mg_respond_read_header(b, r, &map->u.mapping.pairs[i]);
+}
+
+static void mg_route_read_respond(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *v)
+{
+    r->kind = MG_ROUTE_RESPOND;
+    if (mg_node_expect(v, MG_NODE_MAPPING, b->errs) != 0 || mg_node_check_keys(v, mg_respond_keys, b->errs) != 0)
+        return;
+    const mg_node_t *status = mg_node_require(v, "status", b->errs), *body = mg_node_get(v, "body");
+    const mg_node_t *headers = mg_node_get(v, "headers");
+    uint64_t code;
+    if (status != NULL && mg_node_to_uint(status, 100, 599, &code, b->errs) == 0)
+        r->respond.status = (int)code;
+    mg_str_t s;
+    if (body != NULL && mg_read_str(body, &s, b->errs) == 0) {
+        r->respond.body = mg_copy(s.base, s.len);
+        r->respond.body_len = s.len;
+    }
+    if (headers != NULL)
+        mg_respond_read_headers(b, r, headers);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Routes and lists of routes
+ */
+static void mg_route_read_branch(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *v)
+{
+    r->kind = MG_ROUTE_BRANCH;
+    if (mg_node_expect(v, MG_NODE_SEQUENCE, b->errs) != 0)
+        return;
+    if (v->u.sequence.size == 0) {
+        mg_errors_add(b->errs, v, "route '%s' has an empty 'routes' list", mg_route_display_name(r));
+        return;
+    }
+    r->children = mg_route_list_compile(b, v, r, &r->num_children);
+}
+
+static void mg_route_read_terminal(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *map)
+{
+    const char *found[2];
+    size_t n = 0;
+    for (size_t i = 0; mg_route_terminals[i] != NULL; ++i) {
+        if (mg_node_get(map, mg_route_terminals[i]) != NULL && n++ < 2)
+            found[n - 1] = mg_route_terminals[i];
+    }
+    if (n == 0) {
+        mg_errors_add(b->errs, map, "route '%s' has no terminal (forward, respond or routes)", mg_route_display_name(r));
+    } else if (n > 1) {
+        mg_errors_add(b->errs, map, "route '%s' has both %s and %s", mg_route_display_name(r), found[0], found[1]);
+    } else if (strcmp(found[0], "forward") == 0) {
+        mg_route_read_forward(b, r, mg_node_get(map, "forward"));
+    } else if (strcmp(found[0], "respond") == 0) {
+        mg_route_read_respond(b, r, mg_node_get(map, "respond"));
+    } else {
+        mg_route_read_branch(b, r, mg_node_get(map, "routes"));
+    }
+}
+
+/* Returns the route, possibly incomplete after errors (the caller frees it with the rest). */
+static mg_route_t *mg_route_compile(mg_routes_builder_t *b, const mg_node_t *map, const mg_route_t *parent)
+{
+    if (mg_node_expect(map, MG_NODE_MAPPING, b->errs) != 0)
+        return NULL;
+    mg_route_t *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        abort();
+    *r = (mg_route_t){.file = b->routes->file, .line = map->line, .column = map->column, .parent = parent};
+    mg_node_check_keys(map, mg_route_keys, b->errs);
+    mg_route_read_name(b, r, map);
+    const mg_node_t *match = mg_node_get(map, "match");
+    if (match != NULL)
+        r->match = mg_matcher_compile_in(match, b->routes->file, b->errs);
+    mg_route_read_terminal(b, r, map);
+    return r;
+}
+
+/* A route that matches whatever reaches it: routes after it at the same level are dead. */
+static int mg_route_catches_all(const mg_route_t *r)
+{
+    if (r->match != NULL)
+        return 0;
+    if (r->kind != MG_ROUTE_BRANCH)
+        return 1;
+    for (size_t i = 0; i != r->num_children; ++i) {
+        if (mg_route_catches_all(r->children[i]))
+            return 1;
+    }
+    return 0;
+}
+
+static void mg_route_warn_dead(mg_routes_builder_t *b, const mg_route_t *dead, const mg_route_t *catcher)
+{
+    mg_node_t at = {.kind = MG_NODE_MAPPING, .file = dead->file, .line = dead->line, .column = dead->column};
+    mg_errors_warn(b->errs, &at, "route '%s' can never match: route '%s' (%s:%u) catches every request",
+                   mg_route_display_name(dead), mg_route_display_name(catcher), catcher->file, catcher->line);
+}
+
+static mg_route_t **mg_route_list_compile(mg_routes_builder_t *b, const mg_node_t *seq, const mg_route_t *parent, size_t *size)
+{
+    mg_route_t **list = calloc(seq->u.sequence.size + 1, sizeof(*list));
+    if (list == NULL)
+        abort();
+    const mg_route_t *catcher = NULL;
+    for (size_t i = 0; i != seq->u.sequence.size; ++i) {
+        mg_route_t *r = mg_route_compile(b, seq->u.sequence.items[i], parent);
+        if (r == NULL)
+            continue;
+        list[(*size)++] = r;
+        if (catcher != NULL)
+            mg_route_warn_dead(b, r, catcher);
+        else if (mg_route_catches_all(r))
+            catcher = r;
+    }
+    return list;
+}
+
+mg_routes_t *mg_routes_compile(const mg_node_t *seq, mg_backend_resolver_t resolve, void *arg, mg_errors_t *errs)
+{
+    size_t errors_before = errs->num_errors;
+    mg_routes_t *routes = calloc(1, sizeof(*routes));
+    if (routes == NULL)
+        abort();
+    /* No `routes:` at all is an empty list: every request gets the no-route 404. */
+    if (seq != NULL && seq->file != NULL)
+        routes->file = mg_copy(seq->file, strlen(seq->file));
+    mg_routes_builder_t b = {.routes = routes, .resolve = resolve, .arg = arg, .errs = errs};
+    if (seq != NULL && mg_node_expect(seq, MG_NODE_SEQUENCE, errs) == 0)
+        routes->routes = mg_route_list_compile(&b, seq, NULL, &routes->size);
+    free(b.names.slots);
+    if (errs->num_errors != errors_before) {
+        mg_routes_free(routes);
+        return NULL;
+    }
+    return routes;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Per request
+ */
+static const mg_route_t *mg_route_list_match(mg_route_t *const *list, size_t size, mg_ctx_t *ctx)
+{
+    for (size_t i = 0; i != size; ++i) {
+        const mg_route_t *r = list[i];
+        size_t mark = ctx->num_vars;
+        if (r->match != NULL && !mg_matcher_match(r->match, ctx))
+            continue;
+        if (r->kind != MG_ROUTE_BRANCH)
+            return r;
+        const mg_route_t *found = mg_route_list_match(r->children, r->num_children, ctx);
+        if (found != NULL)
+            return found;
+        /* No child matched: the branch's own captures must not leak into later routes. */
+        ctx->num_vars = mark;
+    }
+    return NULL;
+}
+
+const mg_route_t *mg_routes_match(const mg_routes_t *routes, mg_ctx_t *ctx)
+{
+    return mg_route_list_match(routes->routes, routes->size, ctx);
+}
+
+static size_t mg_route_list_count(mg_route_t *const *list, size_t size)
+{
+    size_t n = size;
+    for (size_t i = 0; i != size; ++i)
+        n += mg_route_list_count(list[i]->children, list[i]->num_children);
+    return n;
+}
+
+size_t mg_routes_count(const mg_routes_t *routes)
+{
+    return mg_route_list_count(routes->routes, routes->size);
+}
+
+static void mg_route_free(mg_route_t *r)
+{
+    for (size_t i = 0; i != r->num_children; ++i)
+        mg_route_free(r->children[i]);
+    free(r->children);
+    for (size_t i = 0; i != r->respond.num_headers; ++i) {
+        free((char *)r->respond.headers[i].name.base);
+        free((char *)r->respond.headers[i].value.base);
+    }
+    free(r->respond.headers);
+    free(r->respond.body);
+    free(r->forward.backend_name);
+    free(r->forward.host);
+    mg_matcher_free(r->match);
+    free(r->name);
+    free(r);
+}
+
+void mg_routes_free(mg_routes_t *routes)
+{
+    if (routes == NULL)
+        return;
+    for (size_t i = 0; i != routes->size; ++i)
+        mg_route_free(routes->routes[i]);
+    free(routes->routes);
+    free(routes->file);
+    free(routes);
+}

@@ -1,0 +1,371 @@
+"""Helpers for the integration suite: the gateway process, recording backends, YAML, HTTP.
+
+The binary is $MG_BUILD_DIR/matchgate (MG_BUILD_DIR defaults to "build", relative to the
+repository root). Backends are in-process Python HTTP/1.1 servers that record what they
+received. Every wait here is bounded in time.
+"""
+
+import hashlib
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = Path(os.environ.get("MG_BUILD_DIR", "build"))
+if not BUILD.is_absolute():
+    BUILD = REPO / BUILD
+MATCHGATE = BUILD / "matchgate"
+DEMO_BACKEND = BUILD / "tests" / "tools" / "matchgate-demo-backend"
+
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+START_TIMEOUT = 15.0  # seconds for a process to accept connections (ASan builds start slowly)
+
+# --------------------------------------------------------------------------------------
+# Small helpers
+
+
+def free_port():
+    """A loopback port nobody listens on right now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, timeout, interval=0.02):
+    """Polls `predicate` until it is true or `timeout` seconds pass; returns its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)
+
+
+def port_accepts(port, host="127.0.0.1"):
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def pattern_chunk(offset, size):
+    """Bytes [offset, offset+size) of the test pattern: byte i is 'a' + i % 26."""
+    start = offset % 26
+    reps = (start + size) // 26 + 1
+    return (b"abcdefghijklmnopqrstuvwxyz" * reps)[start:start + size]
+
+
+def pattern_sha256(n, chunk=1 << 20):
+    h = hashlib.sha256()
+    block = pattern_chunk(0, chunk + 26)
+    for off in range(0, n, chunk):
+        size = min(chunk, n - off)
+        h.update(block[off % 26:off % 26 + size])
+    return h.hexdigest()
+
+
+def check_no_sanitizer_report(text, who):
+    for marker in SANITIZER_MARKERS:
+        if marker in text:
+            pytest.fail(f"{who} reported {marker!r}:\n{text[-6000:]}")
+
+
+def request(port, method, path, headers=None, body=None, timeout=10, host="127.0.0.1"):
+    """One request on a fresh connection: (status, HTTPMessage headers, body bytes)."""
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        resp = conn.getresponse()
+        return resp.status, resp.headers, resp.read()
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------------------
+# YAML: a tiny block-style writer, so configs look like what users write
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_./][A-Za-z0-9_./:-]*")
+
+
+def _scalar(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, str):
+        return v if _PLAIN.fullmatch(v) else json.dumps(v)
+    if v == {} or v == []:
+        return json.dumps(v)
+    raise TypeError(f"not a scalar: {v!r}")
+
+
+def _is_scalar(v):
+    return not isinstance(v, (dict, list)) or v in ({}, [])
+
+
+def to_yaml(obj, indent=0):
+    pad = "  " * indent
+    lines = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if _is_scalar(v):
+                lines.append(f"{pad}{_scalar(k)}: {_scalar(v)}")
+            else:
+                lines.append(f"{pad}{_scalar(k)}:")
+                lines.append(to_yaml(v, indent + 1))
+    elif isinstance(obj, list):
+        for item in obj:
+            if _is_scalar(item):
+                lines.append(f"{pad}- {_scalar(item)}")
+            else:
+                # render one level deeper, then turn the first line's indent into "- "
+                sub = to_yaml(item, indent + 1)
+                lines.append(pad + "- " + sub[len(pad) + 2:])
+    else:
+        lines.append(pad + _scalar(obj))
+    return "\n".join(lines)
+
+
+def gateway_config(port, backends=None, routes=None, **top):
+    """A config dict: one plain listener on `port`, quick shutdown, the given sections.
+
+    `backends` maps a name to a list of server urls or to a full backend mapping.
+    """
+    conf = {
+        "listen": [{"address": f"127.0.0.1:{port}"}],
+        "workers": 2,
+        "shutdown_timeout": "5s",
+    }
+    conf.update(top)
+    if backends:
+        conf["backends"] = {
+            name: b if isinstance(b, dict) else {"servers": list(b), "connect_timeout": "1s", "timeout": "10s"}
+            for name, b in backends.items()
+        }
+    if routes is not None:
+        conf["routes"] = routes
+    return conf
+
+
+# --------------------------------------------------------------------------------------
+# Backends: Python HTTP/1.1 servers that record every request
+
+
+class RecordedRequest:
+    def __init__(self, method, target, headers, body):
+        self.method = method
+        parts = urllib.parse.urlsplit(target)
+        self.path = parts.path
+        self.query = parts.query
+        self.raw_headers = headers  # list of (name, value) as received
+        self.headers = {}  # lower-case name -> values joined with ", "
+        for k, v in headers:
+            k = k.lower()
+            self.headers[k] = f"{self.headers[k]}, {v}" if k in self.headers else v
+        self.body = body
+
+    def __repr__(self):
+        return f"<{self.method} {self.path}?{self.query} {len(self.body)} bytes>"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "test-backend"
+
+    def log_message(self, *args):
+        pass
+
+    def _read_body(self):
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            parts = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def _handle(self):
+        backend = self.server
+        body = self._read_body()
+        rec = RecordedRequest(self.command, self.path, list(self.headers.items()), body)
+        backend.record(rec)
+        params = urllib.parse.parse_qs(rec.query)
+        try:
+            if rec.path.endswith("/slow") or "/slow/" in rec.path:
+                time.sleep(int(params.get("ms", ["1000"])[0]) / 1000)
+            if rec.path.endswith("/bytes"):
+                self._send_bytes(int(params.get("n", ["0"])[0]))
+                return
+            m = re.search(r"/status/(\d{3})$", rec.path)
+            self._send_echo(rec, int(m.group(1)) if m else 200)
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            self.close_connection = True
+
+    def _send_echo(self, rec, status):
+        payload = json.dumps({
+            "backend": self.server.name,
+            "method": rec.method,
+            "path": rec.path,
+            "query": rec.query,
+            "headers": rec.headers,
+            "body_bytes": len(rec.body),
+        }).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("X-Backend", self.server.name)
+        for k, v in self.server.extra_headers:
+            self.send_header(k, v)
+        if status in (204, 304) or rec.method == "HEAD":
+            payload = b""
+        if status not in (204, 304):
+            self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _send_bytes(self, n):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(n))
+        self.end_headers()
+        chunk = 256 * 1024
+        block = memoryview(pattern_chunk(0, chunk + 26))
+        for off in range(0, n, chunk):
+            size = min(chunk, n - off)
+            self.wfile.write(block[off % 26:off % 26 + size])
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = _handle
+
+
+class Backend(ThreadingHTTPServer):
+    """A recording backend on 127.0.0.1. `requests` lists what arrived, in order."""
+
+    daemon_threads = True
+    block_on_close = False  # a handler stuck writing to a dead gateway must not block teardown
+
+    def __init__(self, name):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.name = name
+        self.port = self.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.extra_headers = []  # (name, value) added to echo responses
+        self.requests = []
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+
+    def record(self, rec):
+        with self._lock:
+            self.requests.append(rec)
+
+    def received(self, path=None):
+        with self._lock:
+            return [r for r in self.requests if path is None or r.path == path]
+
+    def wait_for(self, path, timeout=5.0):
+        """The first request for `path`, waiting up to `timeout` seconds for it."""
+        found = wait_until(lambda: self.received(path), timeout)
+        assert found, f"backend {self.name} never received {path}; got {self.requests}"
+        return found[0]
+
+    def stop(self):
+        self.shutdown()
+        self.server_close()
+        self._thread.join(timeout=5)
+
+
+# --------------------------------------------------------------------------------------
+# The gateway process
+
+
+class Gateway:
+    def __init__(self, args, port, workdir, expect_clean_exit=True):
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.expect_clean_exit = expect_clean_exit
+        self.stdout_path = workdir / "matchgate.stdout"
+        self.stderr_path = workdir / "matchgate.stderr"
+        self.returncode = None
+        self.killed = False
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(args, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=workdir)
+        self.pid = self.proc.pid
+
+    def stderr(self):
+        return self.stderr_path.read_text(errors="replace")
+
+    def stdout(self):
+        return self.stdout_path.read_text(errors="replace")
+
+    def wait_ready(self):
+        def ready():
+            if self.proc.poll() is not None:
+                return "died"
+            return port_accepts(self.port)
+
+        state = wait_until(ready, START_TIMEOUT)
+        if state == "died":
+            pytest.fail(f"matchgate exited with {self.proc.returncode} before accepting:\n{self.stderr()[-4000:]}")
+        if not state:
+            self.kill()
+            pytest.fail(f"matchgate did not accept on port {self.port} within {START_TIMEOUT}s:\n{self.stderr()[-4000:]}")
+
+    def rss_kib(self):
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        raise AssertionError("no VmRSS line")
+
+    def signal(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def wait(self, timeout):
+        """The exit status, or None if still running after `timeout` seconds."""
+        try:
+            self.returncode = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        return self.returncode
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.returncode = self.proc.wait(timeout=10)
+
+    def stop(self, timeout=15.0):
+        """SIGTERM, then wait; the exit status. Kills it, and sets `killed`, when it does not
+        exit within `timeout` seconds."""
+        if self.returncode is not None:
+            return self.returncode
+        self.signal(signal.SIGTERM)
+        if self.wait(timeout) is None:
+            self.killed = True
+            self.kill()
+        return self.returncode
+
+
+def run_matchgate(*args, timeout=20):
+    """Runs the binary to completion (for --check, --version, --help)."""
+    res = subprocess.run([str(MATCHGATE), *map(str, args)], capture_output=True, text=True, timeout=timeout,
+                         stdin=subprocess.DEVNULL)
+    check_no_sanitizer_report(res.stderr, "matchgate " + " ".join(map(str, args)))
+    return res

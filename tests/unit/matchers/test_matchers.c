@@ -1,0 +1,519 @@
+/*
+ * Matcher kinds, combinators, variable undo, compile errors and describe().
+ *
+ * This suite links the matchers library only (no YAML reader), so conditions are written in
+ * a small subset of YAML flow style read by flow_parse() below, which keeps line and column
+ * positions the way the real reader does (1-based).
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "matchers/matchers.h"
+
+/* ---------------------------------------------------------------------------------------
+ * A tiny flow-style reader: {k: v}, [a, b], plain and quoted scalars.
+ */
+static void *allocs[4096];
+static size_t num_allocs;
+static mg_errors_t errs;
+
+static void *test_alloc(size_t size)
+{
+    cr_assert_lt(num_allocs, sizeof(allocs) / sizeof(allocs[0]));
+    return allocs[num_allocs++] = calloc(1, size);
+}
+
+static void suite_fini(void)
+{
+    while (num_allocs != 0)
+        free(allocs[--num_allocs]);
+    mg_errors_clear(&errs);
+}
+
+typedef struct reader {
+    const char *s;
+    unsigned line, column;
+} reader_t;
+
+static void advance(reader_t *r)
+{
+    if (*r->s++ == '\n') {
+        ++r->line;
+        r->column = 1;
+    } else {
+        ++r->column;
+    }
+}
+
+static void skip_space(reader_t *r)
+{
+    while (*r->s == ' ' || *r->s == '\n')
+        advance(r);
+}
+
+static mg_node_t *new_node(const reader_t *r, mg_node_kind_t kind)
+{
+    mg_node_t *n = test_alloc(sizeof(*n));
+    *n = (mg_node_t){.kind = kind, .file = "test.yaml", .line = r->line, .column = r->column};
+    return n;
+}
+
+static mg_node_t *flow_value(reader_t *r);
+
+static mg_node_t *flow_scalar(reader_t *r)
+{
+    mg_node_t *n = new_node(r, MG_NODE_SCALAR);
+    char *buf = test_alloc(strlen(r->s) + 1);
+    size_t len = 0;
+    char quote = (*r->s == '\'' || *r->s == '"') ? *r->s : 0;
+    if (quote != 0) {
+        for (advance(r); *r->s != quote; advance(r)) {
+            if (quote == '"' && *r->s == '\\') {
+                advance(r);
+                buf[len++] = *r->s == 'r' ? '\r' : *r->s == 'n' ? '\n' : *r->s == '0' ? '\0' : *r->s;
+            } else {
+                buf[len++] = *r->s;
+            }
+        }
+        advance(r);
+    } else {
+        while (*r->s != '\0' && strchr(",]}\n", *r->s) == NULL && !(r->s[0] == ':' && strchr(" \n", r->s[1]) != NULL))
+            buf[len++] = *r->s, advance(r);
+        while (len != 0 && buf[len - 1] == ' ')
+            --len;
+    }
+    n->u.scalar.str = buf;
+    n->u.scalar.len = len;
+    n->u.scalar.plain = quote == 0;
+    return n;
+}
+
+static mg_node_t *flow_sequence(reader_t *r)
+{
+    mg_node_t *n = new_node(r, MG_NODE_SEQUENCE);
+    n->u.sequence.items = test_alloc(64 * sizeof(mg_node_t *));
+    for (advance(r), skip_space(r); *r->s != ']'; skip_space(r)) {
+        n->u.sequence.items[n->u.sequence.size++] = flow_value(r);
+        skip_space(r);
+        if (*r->s == ',')
+            advance(r);
+    }
+    advance(r);
+    return n;
+}
+
+static mg_node_t *flow_mapping(reader_t *r)
+{
+    mg_node_t *n = new_node(r, MG_NODE_MAPPING);
+    n->u.mapping.pairs = test_alloc(64 * sizeof(mg_node_pair_t));
+    for (advance(r), skip_space(r); *r->s != '}'; skip_space(r)) {
+        mg_node_pair_t *pair = &n->u.mapping.pairs[n->u.mapping.size++];
+        pair->key = flow_scalar(r);
+        cr_assert_eq(*r->s, ':', "bad test input at %u:%u", r->line, r->column);
+        advance(r);
+        skip_space(r);
+        pair->value = flow_value(r);
+        skip_space(r);
+        if (*r->s == ',')
+            advance(r);
+    }
+    advance(r);
+    return n;
+}
+
+static mg_node_t *flow_value(reader_t *r)
+{
+    skip_space(r);
+    if (*r->s == '{')
+        return flow_mapping(r);
+    if (*r->s == '[')
+        return flow_sequence(r);
+    return flow_scalar(r);
+}
+
+static mg_node_t *flow_parse(const char *text)
+{
+    reader_t r = {text, 1, 1};
+    return flow_value(&r);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Helpers
+ */
+TestSuite(context, .fini = suite_fini);
+TestSuite(matchers, .fini = suite_fini);
+TestSuite(compile_errors, .fini = suite_fini);
+TestSuite(describe, .fini = suite_fini);
+
+static mg_matcher_t *compile_ok(const char *text)
+{
+    mg_matcher_t *m = mg_matcher_compile(flow_parse(text), &errs);
+    if (m == NULL)
+        mg_errors_print(&errs, stderr);
+    cr_assert_not_null(m, "%s", text);
+    cr_assert_eq(errs.num_errors, 0);
+    return m;
+}
+
+static mg_ctx_t request(const char *method, const char *path)
+{
+    mg_ctx_t ctx;
+    memset(&ctx, 0, sizeof(ctx));
+    ctx.method = mg_str(method, strlen(method));
+    ctx.path = mg_str(path, strlen(path));
+    return ctx;
+}
+
+/* Matches `text` against method + path; on a match, *remainder gets ${remainder} (or "-"). */
+static int matches(const char *text, const char *method, const char *path, const char **remainder)
+{
+    static char rem[128];
+    mg_matcher_t *m = compile_ok(text);
+    mg_ctx_t ctx = request(method, path);
+    int ret = mg_matcher_match(m, &ctx);
+    const mg_str_t *v = mg_ctx_get_var(&ctx, MG_STR("remainder"));
+    snprintf(rem, sizeof(rem), "%.*s", v != NULL ? (int)v->len : 1, v != NULL ? v->base : "-");
+    if (remainder != NULL)
+        *remainder = rem;
+    if (!ret)
+        cr_expect_eq(ctx.num_vars, 0, "%s: variables left after a failed match", text);
+    mg_matcher_free(m);
+    return ret;
+}
+
+/* Compiles `text`, expecting failure with exactly the messages given (NULL-terminated). */
+static void expect_errors(const char *text, const char *const *messages)
+{
+    mg_errors_clear(&errs);
+    mg_matcher_t *m = mg_matcher_compile(flow_parse(text), &errs);
+    cr_expect_null(m, "%s compiled", text);
+    mg_matcher_free(m);
+    size_t n = 0;
+    for (; messages[n] != NULL; ++n) {
+        cr_assert_lt(n, errs.size, "%s: missing error '%s'", text, messages[n]);
+        cr_expect_str_eq(errs.entries[n].text, messages[n]);
+    }
+    cr_expect_eq(errs.size, n, "%s: %zu messages, expected %zu (first: %s)", text, errs.size, n,
+                 errs.size ? errs.entries[0].text : "");
+    mg_errors_clear(&errs);
+}
+
+#define EXPECT_ERRORS(text, ...) expect_errors(text, (const char *const[]){__VA_ARGS__, NULL})
+
+static void expect_describe(const char *text, const char *json)
+{
+    mg_matcher_t *m = compile_ok(text);
+    char buf[512];
+    size_t n = mg_matcher_describe(m, buf, sizeof(buf));
+    cr_expect_str_eq(buf, json);
+    cr_expect_eq(n, strlen(json));
+    mg_matcher_free(m);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The routing context
+ */
+Test(context, variables_shadow_and_fill_up)
+{
+    mg_ctx_t ctx = request("GET", "/");
+    cr_expect_null(mg_ctx_get_var(&ctx, MG_STR("x")));
+    cr_assert_eq(mg_ctx_set_var(&ctx, MG_STR("x"), MG_STR("1")), 0);
+    cr_assert_eq(mg_ctx_set_var(&ctx, MG_STR("y"), MG_STR("2")), 0);
+    cr_assert_eq(mg_ctx_set_var(&ctx, MG_STR("x"), MG_STR("3")), 0);
+    cr_expect_eq(mg_ctx_get_var(&ctx, MG_STR("x"))->base[0], '3');
+    cr_expect_eq(mg_ctx_get_var(&ctx, MG_STR("y"))->base[0], '2');
+    ctx.num_vars = 2; /* undoing the shadowing binding reveals the first one */
+    cr_expect_eq(mg_ctx_get_var(&ctx, MG_STR("x"))->base[0], '1');
+    while (ctx.num_vars < MG_CTX_MAX_VARS)
+        cr_assert_eq(mg_ctx_set_var(&ctx, MG_STR("z"), MG_STR("")), 0);
+    cr_expect_eq(mg_ctx_set_var(&ctx, MG_STR("w"), MG_STR("")), -1);
+    cr_expect_eq(ctx.num_vars, MG_CTX_MAX_VARS);
+    cr_expect_null(mg_ctx_get_var(&ctx, MG_STR("w")));
+    cr_expect_null(mg_ctx_get_var(&ctx, MG_STR("")));
+}
+
+Test(context, headers_first_one_wins)
+{
+    mg_header_t headers[] = {
+        {MG_STR("x-a"), MG_STR("1")},
+        {MG_STR("x-b"), MG_STR("2")},
+        {MG_STR("x-a"), MG_STR("3")},
+    };
+    mg_ctx_t ctx = request("GET", "/");
+    ctx.headers = headers;
+    ctx.num_headers = 3;
+    cr_expect_eq(mg_ctx_get_header(&ctx, MG_STR("x-a"))->base[0], '1');
+    cr_expect_eq(mg_ctx_get_header(&ctx, MG_STR("X-B"))->base[0], '2');
+    cr_expect_null(mg_ctx_get_header(&ctx, MG_STR("x-c")));
+    cr_expect_null(mg_ctx_get_header(&ctx, MG_STR("x-")));
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Kinds
+ */
+Test(matchers, kind_table)
+{
+    static const char *const expected[] = {"path", "method", "all", "any", "not"};
+    size_t n = 0;
+    for (; mg_matcher_kind_names[n] != NULL; ++n) {
+        cr_assert_lt(n, 5);
+        cr_expect_str_eq(mg_matcher_kind_names[n], expected[n]);
+    }
+    cr_expect_eq(n, 5);
+}
+
+Test(matchers, path_exact)
+{
+    cr_expect(matches("{path: /x}", "GET", "/x", NULL));
+    cr_expect(matches("{path: {exact: /x}}", "GET", "/x", NULL));
+    cr_expect(matches("{path: /}", "GET", "/", NULL));
+    cr_expect_not(matches("{path: /x}", "GET", "/x/", NULL));
+    cr_expect_not(matches("{path: /x}", "GET", "/xy", NULL));
+    cr_expect_not(matches("{path: /x}", "GET", "/", NULL));
+    cr_expect_not(matches("{path: /x/}", "GET", "/x", NULL));
+    const char *rem;
+    cr_expect(matches("{path: /x}", "GET", "/x", &rem));
+    cr_expect_str_eq(rem, "-", "an exact path binds nothing");
+}
+
+Test(matchers, path_prefix_on_segment_boundaries)
+{
+    const char *rem;
+    cr_expect(matches("{path: {prefix: /api}}", "GET", "/api", &rem));
+    cr_expect_str_eq(rem, "");
+    cr_expect(matches("{path: {prefix: /api}}", "GET", "/api/", &rem));
+    cr_expect_str_eq(rem, "/");
+    cr_expect(matches("{path: {prefix: /api}}", "GET", "/api/x/y", &rem));
+    cr_expect_str_eq(rem, "/x/y");
+    cr_expect_not(matches("{path: {prefix: /api}}", "GET", "/apix", NULL));
+    cr_expect_not(matches("{path: {prefix: /api}}", "GET", "/ap", NULL));
+    cr_expect_not(matches("{path: {prefix: /api}}", "GET", "/", NULL));
+    cr_expect_not(matches("{path: {prefix: /api/v1}}", "GET", "/api/v2/x", NULL));
+}
+
+Test(matchers, path_prefix_trailing_slash_and_root)
+{
+    const char *rem;
+    cr_expect(matches("{path: {prefix: /api/}}", "GET", "/api", &rem));
+    cr_expect_str_eq(rem, "");
+    cr_expect(matches("{path: {prefix: /api/}}", "GET", "/api/x", &rem));
+    cr_expect_str_eq(rem, "/x");
+    cr_expect_not(matches("{path: {prefix: /api/}}", "GET", "/apix", NULL));
+    cr_expect(matches("{path: {prefix: /}}", "GET", "/", &rem));
+    cr_expect_str_eq(rem, "/");
+    cr_expect(matches("{path: {prefix: /}}", "GET", "/anything/at/all", &rem));
+    cr_expect_str_eq(rem, "/anything/at/all");
+}
+
+Test(matchers, path_in_config_is_normalized)
+{
+    cr_expect(matches("{path: '/a/%7euser/./x/../y'}", "GET", "/a/~user/y", NULL));
+    cr_expect(matches("{path: {prefix: '//a%2fb/'}}", "GET", "/a%2Fb/c", NULL));
+}
+
+Test(matchers, path_prefix_with_full_variable_table_fails_closed)
+{
+    mg_matcher_t *m = compile_ok("{path: {prefix: /a}}");
+    mg_ctx_t ctx = request("GET", "/a/b");
+    ctx.num_vars = MG_CTX_MAX_VARS;
+    cr_expect_not(mg_matcher_match(m, &ctx));
+    cr_expect_eq(ctx.num_vars, MG_CTX_MAX_VARS);
+    mg_matcher_free(m);
+}
+
+Test(matchers, method)
+{
+    cr_expect(matches("{method: GET}", "GET", "/", NULL));
+    cr_expect_not(matches("{method: GET}", "get", "/", NULL));
+    cr_expect_not(matches("{method: GET}", "GETS", "/", NULL));
+    cr_expect_not(matches("{method: GET}", "GE", "/", NULL));
+    cr_expect_not(matches("{method: GET}", "", "/", NULL));
+    cr_expect(matches("{method: [POST, PUT]}", "PUT", "/", NULL));
+    cr_expect(matches("{method: [POST, PUT]}", "POST", "/", NULL));
+    cr_expect_not(matches("{method: [POST, PUT]}", "DELETE", "/", NULL));
+    cr_expect(matches("{method: [M-SEARCH]}", "M-SEARCH", "/", NULL));
+}
+
+Test(matchers, all_any_not)
+{
+    const char *all = "{all: [{path: {prefix: /a}}, {method: GET}]}";
+    cr_expect(matches(all, "GET", "/a/b", NULL));
+    cr_expect_not(matches(all, "POST", "/a/b", NULL));
+    cr_expect_not(matches(all, "GET", "/b", NULL));
+    const char *any = "{any: [{path: /a}, {method: POST}]}";
+    cr_expect(matches(any, "GET", "/a", NULL));
+    cr_expect(matches(any, "POST", "/b", NULL));
+    cr_expect_not(matches(any, "GET", "/b", NULL));
+    cr_expect(matches("{not: {method: GET}}", "POST", "/", NULL));
+    cr_expect_not(matches("{not: {method: GET}}", "GET", "/", NULL));
+}
+
+Test(matchers, several_keys_mean_all)
+{
+    const char *text = "{path: {prefix: /a}, method: [GET, HEAD]}";
+    const char *rem;
+    cr_expect(matches(text, "HEAD", "/a/z", &rem));
+    cr_expect_str_eq(rem, "/z");
+    cr_expect_not(matches(text, "POST", "/a/z", NULL));
+    cr_expect_not(matches(text, "GET", "/b", NULL));
+    cr_expect(matches("{all: {path: /a, method: GET}}", "GET", "/a", NULL));
+}
+
+Test(matchers, failed_all_undoes_its_variables)
+{
+    mg_matcher_t *m = compile_ok("{all: [{path: {prefix: /a}}, {path: {prefix: /a/b}}, {method: POST}]}");
+    mg_ctx_t ctx = request("GET", "/a/b/c");
+    mg_ctx_set_var(&ctx, MG_STR("keep"), MG_STR("me"));
+    cr_expect_not(mg_matcher_match(m, &ctx));
+    cr_expect_eq(ctx.num_vars, 1);
+    cr_expect_null(mg_ctx_get_var(&ctx, MG_STR("remainder")));
+    mg_matcher_free(m);
+}
+
+Test(matchers, any_keeps_only_the_winning_alternative)
+{
+    /* The first alternative binds remainder "/x/y" and then fails on the method; the second
+     * one binds "/y". Only the second binding may survive. */
+    mg_matcher_t *m = compile_ok("{any: [{all: [{path: {prefix: /x}}, {method: POST}]}, {path: {prefix: /x/y}}]}");
+    mg_ctx_t ctx = request("GET", "/x/y/z");
+    cr_assert(mg_matcher_match(m, &ctx));
+    cr_expect_eq(ctx.num_vars, 1);
+    const mg_str_t *rem = mg_ctx_get_var(&ctx, MG_STR("remainder"));
+    cr_assert_not_null(rem);
+    cr_expect_eq(rem->len, 2);
+    cr_expect(memcmp(rem->base, "/z", 2) == 0);
+    mg_matcher_free(m);
+}
+
+Test(matchers, not_never_binds)
+{
+    mg_matcher_t *m = compile_ok("{not: {not: {path: {prefix: /a}}}}");
+    mg_ctx_t ctx = request("GET", "/a/b");
+    cr_expect(mg_matcher_match(m, &ctx));
+    cr_expect_eq(ctx.num_vars, 0);
+    ctx = request("GET", "/b");
+    cr_expect_not(mg_matcher_match(m, &ctx));
+    cr_expect_eq(ctx.num_vars, 0);
+    mg_matcher_free(m);
+}
+
+Test(matchers, positions_and_file)
+{
+    mg_matcher_t *m = compile_ok("{all: [\n  {path: /a},\n  {method: GET}]}");
+    cr_expect_str_eq(m->file, "test.yaml");
+    cr_expect_eq(m->line, 1);
+    cr_expect_eq(m->column, 2);
+    const mg_matcher_list_t *list = m->data;
+    cr_assert_eq(list->size, 2);
+    cr_expect_eq(list->items[1]->line, 3);
+    cr_expect_eq(list->items[1]->column, 4);
+    mg_matcher_free(m);
+
+    static const char keep[] = "kept.yaml";
+    m = mg_matcher_compile_in(flow_parse("{not: {path: /a}}"), keep, &errs);
+    cr_assert_not_null(m);
+    cr_expect_eq(m->file, keep);
+    cr_expect_eq(((const mg_matcher_t *)m->data)->file, keep, "children record the same file");
+    mg_matcher_free(m);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Compile errors
+ */
+Test(compile_errors, unknown_kind)
+{
+    EXPECT_ERRORS("{pth: /x}", "test.yaml:1:2: unknown condition 'pth' (did you mean 'path'?)");
+    EXPECT_ERRORS("{methods: GET}", "test.yaml:1:2: unknown condition 'methods' (did you mean 'method'?)");
+    EXPECT_ERRORS("{zzzzzzzz: 1}", "test.yaml:1:2: unknown condition 'zzzzzzzz' (expected one of: path, method, all, any, not)");
+}
+
+Test(compile_errors, condition_shape)
+{
+    EXPECT_ERRORS("{}", "test.yaml:1:1: empty condition (expected a key naming its kind, such as 'path')");
+    EXPECT_ERRORS("[{path: /x}]", "test.yaml:1:1: expected a mapping, got a sequence");
+    EXPECT_ERRORS("/x", "test.yaml:1:1: expected a mapping, got a scalar");
+}
+
+Test(compile_errors, path)
+{
+    EXPECT_ERRORS("{path: x}", "test.yaml:1:8: a path must start with '/'");
+    EXPECT_ERRORS("{path: '/a?b'}", "test.yaml:1:8: a path cannot contain '?', '#' or NUL (the query is matched with 'query')");
+    EXPECT_ERRORS("{path: '/a/../..'}", "test.yaml:1:8: invalid path '/a/../..' (a malformed %-escape, or '..' above the root)");
+    EXPECT_ERRORS("{path: {prefix: '/%zz'}}", "test.yaml:1:17: invalid path '/%zz' (a malformed %-escape, or '..' above the root)");
+    EXPECT_ERRORS("{path: {prefx: /a}}", "test.yaml:1:9: unknown key 'prefx' (did you mean 'prefix'?)");
+    EXPECT_ERRORS("{path: {prefix: /a, exact: /b}}", "test.yaml:1:8: 'path' takes exactly one of 'exact' or 'prefix'");
+    EXPECT_ERRORS("{path: {}}", "test.yaml:1:8: 'path' takes exactly one of 'exact' or 'prefix'");
+    EXPECT_ERRORS("{path: [/a]}", "test.yaml:1:8: expected a path or a mapping with 'exact' or 'prefix', got a sequence");
+    EXPECT_ERRORS("{path: ~}", "test.yaml:1:8: expected a string, got null");
+}
+
+Test(compile_errors, method)
+{
+    EXPECT_ERRORS("{method: get}",
+                  "test.yaml:1:10: method 'get' must be upper case, methods are case-sensitive (did you mean 'GET'?)");
+    EXPECT_ERRORS("{method: 'G T'}", "test.yaml:1:10: invalid method 'G T' (a method is a token such as GET or PURGE)");
+    EXPECT_ERRORS("{method: \"GET\\r\"}", "test.yaml:1:10: invalid method 'GET\r' (a method is a token such as GET or PURGE)");
+    EXPECT_ERRORS("{method: ''}", "test.yaml:1:10: invalid method '' (a method is a token such as GET or PURGE)");
+    EXPECT_ERRORS("{method: []}", "test.yaml:1:10: 'method' needs at least one method");
+    EXPECT_ERRORS("{method: [GET, {a: b}]}", "test.yaml:1:16: expected a string, got a mapping");
+}
+
+Test(compile_errors, combinators)
+{
+    EXPECT_ERRORS("{all: []}", "test.yaml:1:7: 'all' needs at least one condition");
+    EXPECT_ERRORS("{any: []}", "test.yaml:1:7: 'any' needs at least one condition");
+    EXPECT_ERRORS("{any: {path: /x}}", "test.yaml:1:7: expected a sequence, got a mapping");
+    EXPECT_ERRORS("{all: /x}", "test.yaml:1:7: expected a sequence, got a scalar");
+    EXPECT_ERRORS("{not: [{path: /x}]}", "test.yaml:1:7: expected a mapping, got a sequence");
+    EXPECT_ERRORS("{not: {}}", "test.yaml:1:7: empty condition (expected a key naming its kind, such as 'path')");
+}
+
+Test(compile_errors, every_error_in_one_run)
+{
+    EXPECT_ERRORS("{all: [{pth: /x},\n       {method: get},\n       {any: [{path: y}]}]}",
+                  "test.yaml:1:9: unknown condition 'pth' (did you mean 'path'?)",
+                  "test.yaml:2:17: method 'get' must be upper case, methods are case-sensitive (did you mean 'GET'?)",
+                  "test.yaml:3:22: a path must start with '/'");
+    EXPECT_ERRORS("{pth: /x, method: get}", "test.yaml:1:2: unknown condition 'pth' (did you mean 'path'?)",
+                  "test.yaml:1:19: method 'get' must be upper case, methods are case-sensitive (did you mean 'GET'?)");
+}
+
+/* ---------------------------------------------------------------------------------------
+ * describe()
+ */
+Test(describe, each_kind)
+{
+    expect_describe("{path: /x}", "{\"path\":\"/x\"}");
+    expect_describe("{path: {exact: /x}}", "{\"path\":\"/x\"}");
+    expect_describe("{path: {prefix: /api}}", "{\"path\":{\"prefix\":\"/api\"}}");
+    expect_describe("{path: {prefix: /api/}}", "{\"path\":{\"prefix\":\"/api\"}}");
+    expect_describe("{path: {prefix: /}}", "{\"path\":{\"prefix\":\"/\"}}");
+    expect_describe("{method: GET}", "{\"method\":\"GET\"}");
+    expect_describe("{method: [POST, PUT]}", "{\"method\":[\"POST\",\"PUT\"]}");
+    expect_describe("{not: {method: GET}}", "{\"not\":{\"method\":\"GET\"}}");
+    expect_describe("{any: [{path: /a}, {not: {path: /b}}]}", "{\"any\":[{\"path\":\"/a\"},{\"not\":{\"path\":\"/b\"}}]}");
+    expect_describe("{path: /a, method: GET}", "{\"all\":[{\"path\":\"/a\"},{\"method\":\"GET\"}]}");
+}
+
+Test(describe, json_escapes)
+{
+    expect_describe("{path: '/a\"b\\c'}", "{\"path\":\"/a\\\"b\\\\c\"}");
+    expect_describe("{path: \"/a\\nb\"}", "{\"path\":\"/a\\u000ab\"}");
+}
+
+Test(describe, truncates_like_snprintf)
+{
+    mg_matcher_t *m = compile_ok("{all: [{path: {prefix: /api}}, {method: [GET, PUT]}]}");
+    const char *full = "{\"all\":[{\"path\":{\"prefix\":\"/api\"}},{\"method\":[\"GET\",\"PUT\"]}]}";
+    cr_expect_eq(mg_matcher_describe(m, NULL, 0), strlen(full));
+    for (size_t size = 1; size <= strlen(full) + 1; ++size) {
+        char buf[128];
+        memset(buf, 'X', sizeof(buf));
+        cr_assert_eq(mg_matcher_describe(m, buf, size), strlen(full));
+        cr_assert_eq(strlen(buf), size - 1, "size %zu", size);
+        cr_assert(strncmp(buf, full, size - 1) == 0);
+        cr_assert_eq(buf[size], 'X', "wrote past size %zu", size);
+    }
+    mg_matcher_free(m);
+}
