@@ -36,10 +36,10 @@ typedef struct mg_forward {
     int head_done, too_many_headers;
     size_t content_length;
     /* state */
-    int started;      /* h2o_start_response done */
-    int send_active;  /* an h2o_send is waiting for proceed */
+    int started;     /* h2o_start_response done */
+    int send_active; /* an h2o_send is waiting for proceed */
     int paused;
-    int finished;     /* transfer over (result in `result`) */
+    int finished; /* transfer over (result in `result`) */
     int final_sent;
     CURLcode result;
     int timed_out;
@@ -249,7 +249,7 @@ static void try_send(mg_forward_t *f)
     f->r->bytes_sent += buf.len;
     if (state != H2O_SEND_STATE_IN_PROGRESS) {
         f->final_sent = 1;
-        f->r->req = NULL; /* h2o owns the request from the final send on */
+        f->r->req = NULL;    /* h2o owns the request from the final send on */
         release_transfer(f); /* the buffers stay until the request is disposed */
         mg_request_log(f->r);
     } else {
@@ -338,7 +338,8 @@ static int build_request_headers(mg_forward_t *f)
     list = slist_push(pool, list, header_line(pool, H2O_STRLIT("Host"), authority.base, authority.len));
     char *xff = forwarded_for(req, f->r->peer);
     list = slist_push(pool, list, header_line(pool, H2O_STRLIT("X-Forwarded-For"), xff, strlen(xff)));
-    list = slist_push(pool, list, header_line(pool, H2O_STRLIT("X-Forwarded-Proto"), req->scheme->name.base, req->scheme->name.len));
+    list =
+        slist_push(pool, list, header_line(pool, H2O_STRLIT("X-Forwarded-Proto"), req->scheme->name.base, req->scheme->name.len));
     list = slist_push(pool, list, header_line(pool, H2O_STRLIT("X-Forwarded-Host"), req->authority.base, req->authority.len));
     list = slist_push(pool, list, header_line(pool, H2O_STRLIT("X-Request-Id"), f->r->request_id.base, f->r->request_id.len));
     /* "Name:" with nothing after it tells curl not to add its own default */

@@ -49,10 +49,10 @@ typedef struct mg_backend_conf {
 } mg_backend_conf_t;
 
 typedef struct mg_limits_conf {
-    uint64_t max_request_body;      /* bytes; 413 beyond */
-    uint64_t max_header_size;       /* bytes; 431 beyond */
+    uint64_t max_request_body; /* bytes; 413 beyond */
+    uint64_t max_header_size;  /* bytes; 431 beyond */
     uint64_t client_idle_timeout_ms;
-    unsigned max_http2_streams;     /* concurrent streams per HTTP/2 connection */
+    unsigned max_http2_streams; /* concurrent streams per HTTP/2 connection */
 } mg_limits_conf_t;
 
 typedef struct mg_config {

@@ -100,11 +100,11 @@ typedef struct mg_worker {
     mg_upstream_t *upstream;
     h2o_multithread_queue_t *queue;
     h2o_multithread_receiver_t stop_receiver;
-    size_t in_flight; /* requests accepted and not yet disposed */
-    h2o_linklist_t flush_list; /* forwards with body bytes waiting to be sent to the client */
+    size_t in_flight;                /* requests accepted and not yet disposed */
+    h2o_linklist_t flush_list;       /* forwards with body bytes waiting to be sent to the client */
     h2o_timeout_t *backend_timeouts; /* one per backend (conf->backends order) */
     int stopping;
-    uint64_t rng[2]; /* request ids */
+    uint64_t rng[2]; /* request id generator state */
 } mg_worker_t;
 
 struct mg_gateway {
@@ -122,11 +122,11 @@ typedef struct mg_request {
     mg_worker_t *worker;
     const mg_route_t *route;
     mg_str_t method, path, query, host, peer, request_id;
-    uint64_t started_at; /* loop time, ms */
+    uint64_t started_at; /* CLOCK_MONOTONIC, microseconds */
     int logged;
-    int status;           /* for the access log */
-    uint64_t bytes_sent;  /* body bytes, for the access log */
-    const char *server;   /* backend server url chosen last, or NULL */
+    int status;                 /* for the access log */
+    uint64_t bytes_sent;        /* body bytes, for the access log */
+    const char *server;         /* backend server url chosen last, or NULL */
     struct mg_forward *forward; /* non-NULL while forwarding */
 } mg_request_t;
 

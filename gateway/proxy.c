@@ -5,6 +5,7 @@
  */
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <time.h>
 #include <string.h>
 #include "gateway/internal.h"
 
@@ -20,26 +21,41 @@ mg_worker_t *mg_worker_of(h2o_context_t *ctx)
 
 static const char *reason_phrase(int status)
 {
-    switch (status) {
-    case 400:
-        return "Bad Request";
-    case 404:
-        return "Not Found";
-    case 413:
-        return "Payload Too Large";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 500:
-        return "Internal Server Error";
-    case 502:
-        return "Bad Gateway";
-    case 503:
-        return "Service Unavailable";
-    case 504:
-        return "Gateway Timeout";
-    default:
-        return "";
-    }
+    static const struct {
+        int status;
+        const char *reason;
+    } table[] = {{200, "OK"},
+                 {201, "Created"},
+                 {202, "Accepted"},
+                 {204, "No Content"},
+                 {301, "Moved Permanently"},
+                 {302, "Found"},
+                 {304, "Not Modified"},
+                 {307, "Temporary Redirect"},
+                 {308, "Permanent Redirect"},
+                 {400, "Bad Request"},
+                 {401, "Unauthorized"},
+                 {403, "Forbidden"},
+                 {404, "Not Found"},
+                 {405, "Method Not Allowed"},
+                 {413, "Payload Too Large"},
+                 {429, "Too Many Requests"},
+                 {431, "Request Header Fields Too Large"},
+                 {500, "Internal Server Error"},
+                 {502, "Bad Gateway"},
+                 {503, "Service Unavailable"},
+                 {504, "Gateway Timeout"}};
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+        if (table[i].status == status)
+            return table[i].reason;
+    return "";
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
 void mg_request_log(mg_request_t *r)
@@ -57,7 +73,7 @@ void mg_request_log(mg_request_t *r)
     if (r->server != NULL)
         e.server = mg_str(r->server, strlen(r->server));
     e.request_id = r->request_id;
-    e.duration_ms = (double)(h2o_now(w->ctx.loop) - r->started_at);
+    e.duration_ms = (double)(now_us() - r->started_at) / 1000.0;
     mg_access_write(w->gw->access_log_fd, &e);
 }
 
@@ -147,6 +163,14 @@ static mg_str_t host_of(h2o_req_t *req)
     return mg_str(buf, len);
 }
 
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
 static mg_str_t request_id_of(mg_worker_t *w, h2o_req_t *req)
 {
     ssize_t i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-request-id"), -1);
@@ -155,13 +179,9 @@ static mg_str_t request_id_of(mg_worker_t *w, h2o_req_t *req)
         if (v.len != 0 && v.len <= 128 && mg_header_value_is_safe(v.base, v.len))
             return mg_str(v.base, v.len);
     }
-    /* xorshift128+: ids only need to be unique, not unpredictable */
-    uint64_t s1 = w->rng[0], s0 = w->rng[1];
-    w->rng[0] = s0;
-    s1 ^= s1 << 23;
-    w->rng[1] = s1 ^ s0 ^ (s1 >> 17) ^ (s0 >> 26);
+    /* splitmix64 over a per-worker counter seeded from getrandom: ids must be unique, not secret */
     char *buf = h2o_mem_alloc_pool(&req->pool, 33);
-    snprintf(buf, 33, "%016llx%016llx", (unsigned long long)w->rng[1], (unsigned long long)(w->rng[0] + w->id));
+    snprintf(buf, 33, "%016llx%016llx", (unsigned long long)splitmix64(&w->rng[0]), (unsigned long long)splitmix64(&w->rng[1]));
     return mg_str(buf, 32);
 }
 
@@ -197,9 +217,15 @@ static int build_context(mg_request_t *r, mg_ctx_t *ctx)
         headers[i].name = mg_str(req->headers.entries[i].name->base, req->headers.entries[i].name->len);
         headers[i].value = mg_str(req->headers.entries[i].value.base, req->headers.entries[i].value.len);
     }
-    *ctx = (mg_ctx_t){.method = r->method, .scheme = mg_str(req->scheme->name.base, req->scheme->name.len), .host = r->host,
-                      .path = r->path, .query = r->query, .peer = r->peer, .headers = headers,
-                      .num_headers = req->headers.size, .websocket = is_websocket_upgrade(req)};
+    *ctx = (mg_ctx_t){.method = r->method,
+                      .scheme = mg_str(req->scheme->name.base, req->scheme->name.len),
+                      .host = r->host,
+                      .path = r->path,
+                      .query = r->query,
+                      .peer = r->peer,
+                      .headers = headers,
+                      .num_headers = req->headers.size,
+                      .websocket = is_websocket_upgrade(req)};
     return 0;
 }
 
@@ -209,7 +235,7 @@ static mg_request_t *request_new(mg_worker_t *w, h2o_req_t *req)
     memset(r, 0, sizeof(*r));
     r->req = req;
     r->worker = w;
-    r->started_at = h2o_now(w->ctx.loop);
+    r->started_at = now_us();
     r->method = mg_str(req->method.base, req->method.len);
     r->path = mg_str(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len);
     r->peer = peer_of(req);

@@ -4,6 +4,7 @@
  * when to call it back (timer callback); we map both onto h2o sockets and timeouts.
  */
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "gateway/internal.h"
 
@@ -13,13 +14,15 @@ static const uint64_t timer_buckets_ms[] = {0, 1, 2, 5, 10, 20, 50, 100, 200, 50
 #define NUM_BUCKETS (sizeof(timer_buckets_ms) / sizeof(timer_buckets_ms[0]))
 #define FREE_LIST_MAX 64
 
+/* One per backend connection, from curl's first interest in it until curl closes it: the h2o
+ * socket owns the fd, so keep-alive reuse costs no dup/epoll registration churn. */
 typedef struct watch {
     mg_upstream_t *up;
     h2o_socket_t *sock;
     curl_socket_t fd;
-    int what;        /* CURL_POLL_* last asked for */
+    int what;        /* CURL_POLL_* last asked for; 0 after CURL_POLL_REMOVE */
     int write_armed; /* h2o_socket_notify_write is one-shot and cannot be cancelled */
-    int closed;      /* curl removed it while a write notification was still armed */
+    int closed;      /* curl closed it while a write notification was armed */
 } watch_t;
 
 struct mg_upstream {
@@ -32,6 +35,8 @@ struct mg_upstream {
     h2o_timeout_t *timer_bucket; /* where `timer` is linked, or NULL */
     CURL *free_list[FREE_LIST_MAX];
     size_t num_free;
+    watch_t **by_fd; /* indexed by fd */
+    size_t by_fd_size;
 };
 
 static void check_done(mg_upstream_t *up)
@@ -110,7 +115,7 @@ static void on_writable(h2o_socket_t *sock, const char *err)
     watch_t *w = sock->data;
     w->write_armed = 0;
     if (w->closed) {
-        /* curl dropped the socket while this notification was pending: finish the close now */
+        /* curl closed the connection while this notification was pending: finish it now */
         h2o_socket_close(sock);
         free(w);
         return;
@@ -123,56 +128,64 @@ static void on_writable(h2o_socket_t *sock, const char *err)
     socket_action(w->up, w->fd, err != NULL ? CURL_CSELECT_ERR : CURL_CSELECT_OUT);
 }
 
-static watch_t *watch_new(mg_upstream_t *up, curl_socket_t fd)
+static watch_t *watch_get(mg_upstream_t *up, curl_socket_t fd)
 {
-    /* dup: h2o_socket_close closes its fd, and curl closes its own */
-    int dupfd = dup(fd);
-    if (dupfd < 0)
-        return NULL;
-    watch_t *w = calloc(1, sizeof(*w));
-    if (w == NULL) {
-        close(dupfd);
-        return NULL;
+    if ((size_t)fd >= up->by_fd_size) {
+        size_t size = (size_t)fd * 2 + 16;
+        watch_t **by_fd = realloc(up->by_fd, size * sizeof(*by_fd));
+        if (by_fd == NULL)
+            return NULL;
+        memset(by_fd + up->by_fd_size, 0, (size - up->by_fd_size) * sizeof(*by_fd));
+        up->by_fd = by_fd;
+        up->by_fd_size = size;
     }
+    if (up->by_fd[fd] != NULL)
+        return up->by_fd[fd];
+    watch_t *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return NULL;
     w->up = up;
     w->fd = fd;
-    w->sock = h2o_evloop_socket_create((h2o_evloop_t *)up->loop, dupfd, H2O_SOCKET_FLAG_DONT_READ);
+    w->sock = h2o_evloop_socket_create((h2o_evloop_t *)up->loop, fd, H2O_SOCKET_FLAG_DONT_READ);
     w->sock->data = w;
-    curl_multi_assign(up->multi, fd, w);
-    return w;
+    return up->by_fd[fd] = w;
 }
 
-static void watch_remove(mg_upstream_t *up, watch_t *w)
+/* curl's CLOSESOCKETFUNCTION: the connection is gone (not merely idle in the pool). */
+static int on_curl_close(void *clientp, curl_socket_t fd)
 {
-    curl_multi_assign(up->multi, w->fd, NULL);
-    if (w->write_armed) {
+    mg_upstream_t *up = clientp;
+    watch_t *w = (size_t)fd < up->by_fd_size ? up->by_fd[fd] : NULL;
+    if (w == NULL)
+        return close(fd);
+    up->by_fd[fd] = NULL;
+    if (h2o_socket_is_reading(w->sock))
         h2o_socket_read_stop(w->sock);
+    if (w->write_armed) {
+        /* closing now could run the pending callback on freed memory; the fd stays open
+         * until the notification fires, which is never long for a socket being closed */
         w->closed = 1;
-        return;
+        return 0;
     }
     h2o_socket_close(w->sock);
     free(w);
+    return 0;
 }
 
 static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
 {
     mg_upstream_t *up = userp;
-    watch_t *w = socketp;
-    if (what == CURL_POLL_REMOVE) {
-        if (w != NULL)
-            watch_remove(up, w);
-        return 0;
-    }
-    if (w == NULL && (w = watch_new(up, fd)) == NULL)
+    watch_t *w = watch_get(up, fd);
+    if (w == NULL)
         return -1;
-    w->what = what;
-    if (what & CURL_POLL_IN) {
+    w->what = what == CURL_POLL_REMOVE ? 0 : what;
+    if (w->what & CURL_POLL_IN) {
         if (!h2o_socket_is_reading(w->sock))
             h2o_socket_read_start(w->sock, on_readable);
     } else if (h2o_socket_is_reading(w->sock)) {
         h2o_socket_read_stop(w->sock);
     }
-    if (what & CURL_POLL_OUT)
+    if (w->what & CURL_POLL_OUT)
         arm_write(w);
     return 0;
 }
@@ -207,14 +220,18 @@ void mg_upstream_destroy(mg_upstream_t *up)
         h2o_timeout_unlink(&up->timer);
     for (size_t i = 0; i < up->num_free; i++)
         curl_easy_cleanup(up->free_list[i]);
+    /* closes the pooled connections through on_curl_close, which needs by_fd */
     curl_multi_cleanup(up->multi);
+    free(up->by_fd);
     for (size_t i = 0; i < NUM_BUCKETS; i++)
         h2o_timeout_dispose(up->loop, &up->buckets[i]);
     free(up);
 }
 
-static void set_common_options(CURL *easy)
+static void set_common_options(mg_upstream_t *up, CURL *easy)
 {
+    curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, on_curl_close);
+    curl_easy_setopt(easy, CURLOPT_CLOSESOCKETDATA, up);
     curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     /* the path was normalized by the gateway; curl must send it byte for byte */
@@ -231,7 +248,7 @@ CURL *mg_upstream_acquire(mg_upstream_t *up)
     } else if ((easy = curl_easy_init()) == NULL) {
         return NULL;
     }
-    set_common_options(easy);
+    set_common_options(up, easy);
     return easy;
 }
 

@@ -7,13 +7,16 @@
 
 #include "matchers/matchers.h"
 
-/* The kinds, one line each: adding a kind is adding its file and a line here. */
-#define MG_MATCHER_KINDS(X)                                                                                                        \
-    X(path)                                                                                                                        \
-    X(method)                                                                                                                      \
-    X(all)                                                                                                                         \
-    X(any)                                                                                                                         \
-    X(not )
+/* The kinds, one line each: adding a kind is adding its file and a line here. (clang-format
+ * would write `X(not )`, reading `not` as C++'s alternative token for `!`.) */
+// clang-format off
+#define MG_MATCHER_KINDS(X) \
+    X(path)                 \
+    X(method)               \
+    X(all)                  \
+    X(any)                  \
+    X(not)
+// clang-format on
 
 #define MG_DECLARE_KIND(kind) extern const mg_matcher_ops_t mg_matcher_##kind;
 #define MG_KIND_OPS(kind) &mg_matcher_##kind,

@@ -126,7 +126,8 @@ int mg_node_to_size(const mg_node_t *node, uint64_t *bytes, mg_errors_t *errs);
 int mg_parse_duration(const char *s, size_t len, uint64_t *ms);
 int mg_parse_size(const char *s, size_t len, uint64_t *bytes);
 
-/* The candidate closest to `word` (edit distance at most 2, or a third of the word), or NULL. */
+/* The candidate closest to `word`, or NULL: at most 2 edits away and at most a third of the
+ * word's length (rounded up), an adjacent swap counting as one edit; ties go to the first. */
 const char *mg_closest_word(const char *word, const char *const *candidates);
 
 /* ---------------------------------------------------------------------------------------

@@ -90,7 +90,8 @@ static int mg_path_match(const mg_matcher_t *self, mg_ctx_t *ctx)
     if (path.len != p->len && path.base[p->len] != '/')
         return 0;
     /* A full variable table fails the match rather than hand a template an unbound name. */
-    return mg_ctx_set_var(ctx, MG_STR("remainder"), mg_str(path.base + p->len, path.len - p->len)) == 0;
+    mg_str_t remainder = p->len != 0 ? mg_str(path.base + p->len, path.len - p->len) : path;
+    return mg_ctx_set_var(ctx, MG_STR("remainder"), remainder) == 0;
 }
 
 static void mg_path_dispose(mg_matcher_t *self)

@@ -129,6 +129,17 @@ static int mg_is_clean(const char *s, size_t len, const char *extra)
     return 1;
 }
 
+/* RFC 9110 5.5 field-value: no control characters but HTAB (so no CR, LF or NUL). */
+static int mg_is_field_value(const char *s, size_t len)
+{
+    for (size_t i = 0; i != len; ++i) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return 0;
+    }
+    return 1;
+}
+
 /* Reads a string scalar; -1 (error recorded) when it is not one. */
 static int mg_read_str(const mg_node_t *node, mg_str_t *out, mg_errors_t *errs)
 {
@@ -221,7 +232,7 @@ static void mg_respond_read_header(mg_routes_builder_t *b, mg_route_t *r, const 
     mg_str_t value;
     if (!mg_respond_header_name_ok(b, pair->key) || mg_read_str(pair->value, &value, b->errs) != 0)
         return;
-    if (!mg_is_clean(value.base, value.len, "")) {
+    if (!mg_is_field_value(value.base, value.len)) {
         mg_errors_add(b->errs, pair->value, "invalid header value (CR, LF, NUL and other control characters are refused)");
         return;
     }

@@ -259,6 +259,7 @@ class Backend(ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False  # a handler stuck writing to a dead gateway must not block teardown
+    request_queue_size = 256  # the default backlog of 5 drops connects under h2load
 
     def __init__(self, name):
         super().__init__(("127.0.0.1", 0), _Handler)

@@ -107,7 +107,7 @@ def test_access_log_lines_are_json(start_gateway, backend, tmp_path):
     assert request(gw.port, "GET", "/api/logged?x=1", {"X-Request-Id": "log-me"})[0] == 200
     assert request(gw.port, "GET", "/health")[0] == 200
     assert request(gw.port, "POST", "/nowhere", body=b"abc")[0] == 404
-    assert gw.stop() == 0
+    assert gw.stop() == 0, gw.stderr()[-4000:]
 
     entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     assert len(entries) == 3, entries
@@ -175,7 +175,7 @@ def test_demo_config_serves(start_gateway, matchgate_bin):
         status, _, body = request(gw.port, "GET", "/health")
         assert (status, body) == (200, b"ok\n")
         assert request(gw.port, "GET", "/nope")[0] == 404
-        assert gw.stop() == 0
+        assert gw.stop() == 0, gw.stderr()[-4000:]
     finally:
         for proc in backends:
             stop_demo_backend(proc)

@@ -339,28 +339,11 @@ Test(address, ipv6)
 
 Test(address, bad_addresses)
 {
-    static const char *const bad[] = {"",
-                                      "8080",
-                                      ":",
-                                      ":0",
-                                      ":65536",
-                                      ":99999999",
-                                      ":-1",
-                                      ":+80",
-                                      ":80x",
-                                      "127.0.0.1",
-                                      "127.0.0.1:",
-                                      "127.0.0.256:80",
-                                      "localhost:80",
-                                      "::1:8080",
-                                      "[::1]",
-                                      "[::1:8080",
-                                      "::1]:8080",
-                                      "[]:80",
-                                      "[1.2.3.4]:80",
-                                      "[::1]x:80",
-                                      " 1.2.3.4:80",
-                                      NULL};
+    static const char *const bad[] = {
+        "",      "8080",      ":",         ":0",         ":65536",         ":99999999",    ":-1",
+        ":+80",  ":80x",      "127.0.0.1", "127.0.0.1:", "127.0.0.256:80", "localhost:80", "::1:8080",
+        "[::1]", "[::1:8080", "::1]:8080", "[]:80",      "[1.2.3.4]:80",   "[::1]x:80",    " 1.2.3.4:80",
+        NULL};
     struct sockaddr_storage ss;
     socklen_t len;
     for (size_t i = 0; bad[i] != NULL; i++)
@@ -399,7 +382,8 @@ static const bad_config_t bad_configs[] = {
      "gw.yaml:2:14: invalid address '127.0.0.1:0' (expected e.g. 127.0.0.1:8080, [::1]:8080, :8080)"},
     {"listen:\n  - address: \"::1:8080\"\n" ROUTES,
      "gw.yaml:2:14: invalid address '::1:8080' (expected e.g. 127.0.0.1:8080, [::1]:8080, :8080)"},
-    {"listen:\n  - address: 8080\n" ROUTES, "gw.yaml:2:14: invalid address '8080' (expected e.g. 127.0.0.1:8080, [::1]:8080, :8080)"},
+    {"listen:\n  - address: 8080\n" ROUTES,
+     "gw.yaml:2:14: invalid address '8080' (expected e.g. 127.0.0.1:8080, [::1]:8080, :8080)"},
     {"listen:\n  - address: \":8080\"\n  - address: \"0.0.0.0:8080\"\n" ROUTES,
      "gw.yaml:3:14: duplicate listen address '0.0.0.0:8080' (same as ':8080')"},
     {"listen:\n  - adress: \":8080\"\n" ROUTES, "gw.yaml:2:5: unknown key 'adress' (did you mean 'address'?)"},
@@ -427,7 +411,8 @@ static const bad_config_t bad_configs[] = {
     {BACKEND("{}"), "gw.yaml:2:8: missing key 'servers'"},
     {BACKEND("{servers: []}"), "gw.yaml:2:18: a backend needs at least one server"},
     {BACKEND("{servers: \"http://a:1\"}"), "gw.yaml:2:18: expected a sequence, got a scalar"},
-    {"backends:\n  crm: {servers: [\"http://a:1\"]}\n  crm: {servers: [\"http://b:1\"]}\n" BASE, "gw.yaml:3:3: duplicate key 'crm'"},
+    {"backends:\n  crm: {servers: [\"http://a:1\"]}\n  crm: {servers: [\"http://b:1\"]}\n" BASE,
+     "gw.yaml:3:3: duplicate key 'crm'"},
     {SERVER("https://a:1"), "gw.yaml:2:19: https backends are not supported yet"},
     {SERVER("ftp://a:1"), "gw.yaml:2:19: invalid server url 'ftp://a:1' (expected http://host:port[/prefix])"},
     {SERVER("http://a"), "gw.yaml:2:19: invalid server url 'http://a': missing port"},
@@ -437,8 +422,9 @@ static const bad_config_t bad_configs[] = {
     {SERVER("http://a:0"), "gw.yaml:2:19: invalid server url 'http://a:0': invalid port"},
     {SERVER("http://u@a:80"), "gw.yaml:2:19: invalid server url 'http://u@a:80': invalid character in host"},
     {SERVER("http://[::1:80"), "gw.yaml:2:19: invalid server url 'http://[::1:80': unterminated IPv6 address"},
-    {SERVER("http://a:80/x?y=1"), "gw.yaml:2:19: invalid server url 'http://a:80/x?y=1': query strings, fragments and spaces are not "
-                                  "allowed"},
+    {SERVER("http://a:80/x?y=1"),
+     "gw.yaml:2:19: invalid server url 'http://a:80/x?y=1': query strings, fragments and spaces are not "
+     "allowed"},
     {BACKEND("{servers: [\"http://a:1\", \"http://a:1/\"]}"),
      "gw.yaml:2:33: duplicate server 'http://a:1' (use weight to send it more traffic)"},
     {BACKEND("{servers: [{url: \"http://a:1\", weight: 0}]}"), "gw.yaml:2:47: expected an integer between 1 and 100, got '0'"},
@@ -458,7 +444,8 @@ static const bad_config_t bad_configs[] = {
     {BACKEND("{servers: [\"http://a:1\"], queue_timeout: 5s}"), "gw.yaml:2:34: unknown key 'queue_timeout'"},
     {BACKEND("{servers: [\"http://a:1\"], retries: 11}"), "gw.yaml:2:43: expected an integer between 0 and 10, got '11'"},
     {BACKEND("{servers: [\"http://a:1\"], connect_timeout: 0s}"), "gw.yaml:2:51: connect_timeout must be greater than 0"},
-    {BACKEND("{servers: [\"http://a:1\"], timeout: fast}"), "gw.yaml:2:43: invalid duration 'fast' (expected e.g. 250ms, 5s, 2m, 1h)"},
+    {BACKEND("{servers: [\"http://a:1\"], timeout: fast}"),
+     "gw.yaml:2:43: invalid duration 'fast' (expected e.g. 250ms, 5s, 2m, 1h)"},
     {BACKEND("{servers: [\"http://a:1\"], timeuot: 1s}"), "gw.yaml:2:34: unknown key 'timeuot' (did you mean 'timeout'?)"},
     {"backends:\n  \"\": {servers: [\"http://a:1\"]}\n" BASE, "gw.yaml:2:3: backend names must not be empty"},
 };
@@ -520,7 +507,8 @@ Test(config, routes_use_the_backends)
 
 Test(config, an_invalid_backend_is_still_known_to_routes)
 {
-    conf = mg_config_load_string("gw.yaml", "backends:\n  crm: {servers: []}\n" LISTEN "routes:\n  - name: r\n    forward: crm\n", &errs);
+    conf = mg_config_load_string("gw.yaml", "backends:\n  crm: {servers: []}\n" LISTEN "routes:\n  - name: r\n    forward: crm\n",
+                                 &errs);
     cr_assert_null(conf);
     cr_assert_eq(errs.num_errors, 1, "no 'undefined backend' on top of the real problem");
     cr_assert_str_eq(errs.entries[0].text, "gw.yaml:2:18: a backend needs at least one server");

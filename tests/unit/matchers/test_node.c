@@ -101,7 +101,8 @@ Test(parse, durations_in_every_unit)
 
 Test(parse, bad_durations_are_refused)
 {
-    static const char *const bad[] = {"", "30", "s", "5x", "5 s", " 5s", "5s ", "-5s", "+5s", "1.5s", "5S", "5sec", "ms", "5mss", NULL};
+    static const char *const bad[] = {"",    "30",   "s",  "5x",   "5 s", " 5s",  "5s ", "-5s",
+                                      "+5s", "1.5s", "5S", "5sec", "ms",  "5mss", NULL};
     uint64_t ms = 42;
     for (size_t i = 0; bad[i] != NULL; i++)
         cr_assert_eq(duration(bad[i], &ms), -1, "'%s' accepted", bad[i]);
@@ -156,7 +157,8 @@ Test(parse, sizes_binary_and_decimal)
 
 Test(parse, bad_sizes_are_refused)
 {
-    static const char *const bad[] = {"", "KiB", "10kib", "10kb", "10Kb", "10K", "10B", "10 MiB", "-1", "1.5MiB", "0x10", "10MiBs", NULL};
+    static const char *const bad[] = {"",       "KiB", "10kib",  "10kb", "10Kb",   "10K", "10B",
+                                      "10 MiB", "-1",  "1.5MiB", "0x10", "10MiBs", NULL};
     uint64_t b = 42;
     for (size_t i = 0; bad[i] != NULL; i++)
         cr_assert_eq(size(bad[i], &b), -1, "'%s' accepted", bad[i]);
@@ -331,7 +333,8 @@ Test(node, to_uint_out_of_range_or_malformed)
 
 Test(node, to_bool)
 {
-    static const char *const truths[] = {"true", "yes", "on", "True", "ON", NULL}, *const lies[] = {"false", "no", "off", "FALSE", NULL};
+    static const char *const truths[] = {"true", "yes", "on", "True", "ON", NULL}, *const lies[] = {"false", "no", "off", "FALSE",
+                                                                                                    NULL};
     int b;
     for (size_t i = 0; truths[i] != NULL; i++) {
         b = 0;

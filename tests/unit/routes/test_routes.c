@@ -257,17 +257,18 @@ Test(routes_compile, respond_headers)
                                   "  - name: teapot\n"
                                   "    respond:\n"
                                   "      status: 418\n"
-                                  "      headers: {Content-Type: text/plain, X-Count: 3, X-Empty: \"\"}\n");
+                                  "      headers: {Content-Type: text/plain, X-Count: 3, X-Empty: \"\", X-Tab: \"a\\tb\"}\n");
     const mg_route_t *r = routes->routes[0];
     cr_expect_eq(r->respond.status, 418);
     cr_expect_null(r->respond.body);
-    cr_assert_eq(r->respond.num_headers, 3);
+    cr_assert_eq(r->respond.num_headers, 4);
     cr_expect_str_eq(r->respond.headers[0].name.base, "content-type");
     cr_expect_eq(r->respond.headers[0].name.len, 12);
     cr_expect_str_eq(r->respond.headers[0].value.base, "text/plain");
     cr_expect_str_eq(r->respond.headers[1].name.base, "x-count");
     cr_expect_str_eq(r->respond.headers[1].value.base, "3");
     cr_expect_eq(r->respond.headers[2].value.len, 0);
+    cr_expect_str_eq(r->respond.headers[3].value.base, "a\tb");
     mg_routes_free(routes);
 }
 

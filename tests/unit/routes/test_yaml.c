@@ -265,8 +265,10 @@ Test(yaml, load_file_reads_and_names_the_file)
     doc = mg_doc_load_file(path, &errs);
     cr_assert_null(doc);
     char expected[256];
-    snprintf(expected, sizeof(expected), "%s:3:4: syntax error: did not find expected node content (while parsing a block "
-                                         "node that starts at line 3, column 4)", path);
+    snprintf(expected, sizeof(expected),
+             "%s:3:4: syntax error: did not find expected node content (while parsing a block "
+             "node that starts at line 3, column 4)",
+             path);
     cr_assert_str_eq(errs.entries[0].text, expected);
     mg_errors_clear(&errs);
     fd = open(path, O_WRONLY | O_TRUNC);
