@@ -87,6 +87,15 @@ static void worker_init(mg_worker_t *w)
     }
 }
 
+/* h2o keeps freed socket buffers on a per-thread list; hand them back before the thread ends,
+ * or they are unreachable (and reported as leaks) once its thread-local storage is gone. */
+static void drain_buffer_recycler(void)
+{
+    h2o_mem_recycle_t *recycler = &h2o_socket_buffer_prototype.allocator;
+    while (recycler->cnt != 0)
+        free(h2o_mem_alloc_recycle(recycler, 0));
+}
+
 static void *worker_main(void *arg)
 {
     mg_worker_t *w = arg;
@@ -97,6 +106,7 @@ static void *worker_main(void *arg)
         h2o_evloop_run(w->ctx.loop, INT32_MAX);
     mg_upstream_destroy(w->upstream);
     w->upstream = NULL;
+    drain_buffer_recycler();
     return NULL;
 }
 

@@ -6,9 +6,10 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 
-from support import (DEMO_BACKEND, REPO, free_port, gateway_config, port_accepts, request, run_matchgate,
-                     to_yaml, wait_until)
+from support import (DEMO_BACKEND, REPO, free_port, gateway_config, pattern_chunk, port_accepts, request,
+                     run_matchgate, to_yaml, wait_until)
 
 API = {"name": "api", "match": {"path": {"prefix": "/api"}}, "forward": "b"}
 ACCESS_LOG_KEYS = {"time", "peer", "method", "path", "status", "bytes", "duration_ms", "route", "server", "request_id"}
@@ -73,7 +74,7 @@ def test_graceful_shutdown_finishes_in_flight_request(start_gateway, backend):
 
     def slow_client():
         try:
-            result["response"] = request(gw.port, "GET", "/api/slow?ms=2000", timeout=15)
+            result["response"] = request(gw.port, "GET", "/api/slow?ms=2500", timeout=15)
         except Exception as e:  # reported by the assertions below
             result["error"] = e
 
@@ -175,6 +176,15 @@ def test_demo_config_serves(start_gateway, matchgate_bin):
         status, _, body = request(gw.port, "GET", "/health")
         assert (status, body) == (200, b"ok\n")
         assert request(gw.port, "GET", "/nope")[0] == 404
+
+        # the demo backend's own endpoints, through the gateway
+        n = 3 * 65536 + 7
+        status, headers, body = request(gw.port, "GET", f"/api/bytes?n={n}")
+        assert (status, int(headers["Content-Length"]), body) == (200, n, pattern_chunk(0, n))
+        assert request(gw.port, "GET", "/api/status/503")[0] == 503
+        started = time.monotonic()
+        assert request(gw.port, "GET", "/api/slow?ms=300")[0] == 200
+        assert time.monotonic() - started >= 0.3
         assert gw.stop() == 0, gw.stderr()[-4000:]
     finally:
         for proc in backends:
@@ -182,4 +192,4 @@ def test_demo_config_serves(start_gateway, matchgate_bin):
 
     # access_log "-": one JSON object per request on stdout
     entries = [json.loads(line) for line in gw.stdout().splitlines() if line.startswith("{")]
-    assert len(entries) >= 5
+    assert len(entries) >= 8

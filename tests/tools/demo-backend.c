@@ -4,11 +4,13 @@
  *
  *   matchgate-demo-backend --listen 127.0.0.1:9001 [--name NAME]
  *
- *   /status/NNN    answers with status NNN (and the echo body)
- *   /slow?ms=N     waits N ms on an event-loop timer, then echoes
- *   /bytes?n=N     N bytes, byte i = 'a' + i % 26, streamed with a content-length
- *   anything else  200 application/json: {"backend", "method", "path", "query",
- *                  "headers": {lower-name: value}, "body_bytes", "body": first 1 KiB}
+ *   .../status/NNN  answers with status NNN (and the echo body)
+ *   .../slow?ms=N   waits N ms on an event-loop timer, then echoes
+ *   .../bytes?n=N   N bytes, byte i = 'a' + i % 26, streamed with a content-length
+ *   anything else   200 application/json: {"backend", "method", "path", "query",
+ *                   "headers": {lower-name: value}, "body_bytes", "body": first 1 KiB}
+ *
+ * ("..." is any prefix, so /api/slow works behind a gateway route for /api.)
  *
  * Single-threaded; SIGTERM or SIGINT ends it with status 0.
  */
@@ -93,19 +95,23 @@ static h2o_iovec_t req_query(h2o_req_t *req)
 
 static const char *reason_phrase(int status)
 {
-    switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 204: return "No Content";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 500: return "Internal Server Error";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return "Status";
-    }
+    static const struct {
+        int status;
+        const char *reason;
+    } reasons[] = {{200, "OK"},
+                   {201, "Created"},
+                   {204, "No Content"},
+                   {304, "Not Modified"},
+                   {400, "Bad Request"},
+                   {404, "Not Found"},
+                   {500, "Internal Server Error"},
+                   {502, "Bad Gateway"},
+                   {503, "Service Unavailable"},
+                   {504, "Gateway Timeout"}};
+    for (size_t i = 0; i != sizeof(reasons) / sizeof(reasons[0]); ++i)
+        if (reasons[i].status == status)
+            return reasons[i].reason;
+    return "Status"; /* any phrase will do: clients go by the code */
 }
 
 static void send_echo(h2o_req_t *req, int status)
@@ -158,8 +164,13 @@ static unsigned long long query_number(h2o_req_t *req, const char *name, unsigne
         const char *amp = memchr(p, '&', end - p);
         if (amp == NULL)
             amp = end;
-        if ((size_t)(amp - p) > nlen && memcmp(p, name, nlen) == 0 && p[nlen] == '=')
-            return strtoull(p + nlen + 1, NULL, 10);
+        if ((size_t)(amp - p) > nlen && memcmp(p, name, nlen) == 0 && p[nlen] == '=') {
+            /* not strtoull: the path is not NUL-terminated */
+            unsigned long long n = 0;
+            for (p += nlen + 1; p < amp && *p >= '0' && *p <= '9'; ++p)
+                n = n * 10 + (*p - '0');
+            return n;
+        }
         p = amp + 1;
     }
     return def;
@@ -239,9 +250,7 @@ static void bytes_proceed(h2o_generator_t *self, h2o_req_t *req)
     h2o_send(req, &gen->chunk, n != 0, gen->offset == gen->total ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_IN_PROGRESS);
 }
 
-static void bytes_stop(h2o_generator_t *self, h2o_req_t *req)
-{
-}
+static void bytes_stop(h2o_generator_t *self, h2o_req_t *req) {}
 
 static void handle_bytes(h2o_req_t *req)
 {
@@ -257,24 +266,38 @@ static void handle_bytes(h2o_req_t *req)
 
 /* ---- dispatch and main loop ------------------------------------------------------------ */
 
-static int path_is(h2o_iovec_t path, const char *s)
+/* Endpoints match on the end of the path, so they work behind a gateway's prefix route
+ * (/api/slow, /api/bytes, /api/status/503). */
+static int path_ends_with(h2o_iovec_t path, const char *s)
 {
-    return h2o_memis(path.base, path.len, s, strlen(s));
+    size_t n = strlen(s);
+    return path.len >= n && memcmp(path.base + path.len - n, s, n) == 0;
+}
+
+/* NNN from a path ending in "/status/NNN", or 0. */
+static int status_in_path(h2o_iovec_t path)
+{
+    const char *p = path.base + path.len - 3;
+    if (path.len < sizeof("/status/NNN") - 1 || memcmp(p - 8, "/status/", 8) != 0)
+        return 0;
+    for (int i = 0; i != 3; ++i)
+        if (p[i] < '0' || p[i] > '9')
+            return 0;
+    return (p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0');
 }
 
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     h2o_iovec_t path = req_path(req);
-    if (path.len == sizeof("/status/NNN") - 1 && memcmp(path.base, "/status/", 8) == 0) {
-        int status = atoi(path.base + 8);
+    int status = status_in_path(path);
+    if (status != 0)
         send_echo(req, status >= 200 && status <= 599 ? status : 400);
-    } else if (path_is(path, "/slow")) {
+    else if (path_ends_with(path, "/slow"))
         handle_slow(req);
-    } else if (path_is(path, "/bytes")) {
+    else if (path_ends_with(path, "/bytes"))
         handle_bytes(req);
-    } else {
+    else
         send_echo(req, 200);
-    }
     return 0;
 }
 
@@ -321,8 +344,8 @@ static int open_listener(const char *address)
     if (getaddrinfo(*h ? h : NULL, colon + 1, &hints, &ai) != 0)
         return -1;
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), on = 1;
-    if (fd == -1 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0 ||
-        bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+    if (fd == -1 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+        listen(fd, SOMAXCONN) != 0) {
         if (fd != -1)
             close(fd);
         fd = -1;
