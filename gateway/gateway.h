@@ -87,7 +87,8 @@ void mg_config_free(mg_config_t *conf);
 /* ---------------------------------------------------------------------------------------
  * Running (server.c). Starts conf->workers threads, serves until SIGTERM/SIGINT, then stops
  * accepting, lets in-flight requests finish (up to shutdown_timeout) and returns the exit
- * status. The caller keeps `conf` alive until it returns.
+ * status, or exits the process itself when the deadline passes first. Runs once per process:
+ * the finished workers stay parked, holding `conf`, until the process exits.
  */
 int mg_gateway_run(mg_config_t *conf);
 

@@ -71,7 +71,6 @@ int main(int argc, char **argv)
         return 0;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    int status = mg_gateway_run(conf);
-    curl_global_cleanup();
-    return status;
+    /* no curl_global_cleanup or mg_config_free: parked workers still hold curl and the config */
+    return mg_gateway_run(conf);
 }

@@ -87,13 +87,21 @@ static void worker_init(mg_worker_t *w)
     }
 }
 
-/* h2o keeps freed socket buffers on a per-thread list; hand them back before the thread ends,
- * or they are unreachable (and reported as leaks) once its thread-local storage is gone. */
-static void drain_buffer_recycler(void)
+/* Workers that finished; the main thread waits on it with the shutdown deadline. */
+static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
+static unsigned num_done;
+
+/* A finished worker reports and then parks until the process exits: h2o keeps per-thread free
+ * lists (memory pools, socket buffers) that no API releases, and a returning thread would take
+ * the only references to them with it. */
+static void worker_park(void)
 {
-    h2o_mem_recycle_t *recycler = &h2o_socket_buffer_prototype.allocator;
-    while (recycler->cnt != 0)
-        free(h2o_mem_alloc_recycle(recycler, 0));
+    pthread_mutex_lock(&done_lock);
+    num_done++;
+    pthread_cond_broadcast(&done_cond);
+    for (;;)
+        pthread_cond_wait(&done_cond, &done_lock);
 }
 
 static void *worker_main(void *arg)
@@ -106,7 +114,7 @@ static void *worker_main(void *arg)
         h2o_evloop_run(w->ctx.loop, INT32_MAX);
     mg_upstream_destroy(w->upstream);
     w->upstream = NULL;
-    drain_buffer_recycler();
+    worker_park();
     return NULL;
 }
 
@@ -227,8 +235,8 @@ static void stop_workers(mg_gateway_t *gw)
     }
 }
 
-/* Joins the workers until the deadline; 0 when all finished, -1 when some were still busy. */
-static int join_workers(mg_gateway_t *gw, uint64_t timeout_ms)
+/* Waits until every worker finished or the deadline passed; 0 when all finished. */
+static int wait_workers(mg_gateway_t *gw, uint64_t timeout_ms)
 {
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
@@ -238,10 +246,13 @@ static int join_workers(mg_gateway_t *gw, uint64_t timeout_ms)
         deadline.tv_sec++;
         deadline.tv_nsec -= 1000000000;
     }
-    int all = 0;
-    for (unsigned i = 0; i < gw->conf->workers; i++)
-        all |= pthread_timedjoin_np(gw->workers[i].thread, NULL, &deadline);
-    return all == 0 ? 0 : -1;
+    int timed_out = 0;
+    pthread_mutex_lock(&done_lock);
+    while (num_done < gw->conf->workers && !timed_out)
+        timed_out = pthread_cond_timedwait(&done_cond, &done_lock, &deadline) == ETIMEDOUT;
+    int all = num_done == gw->conf->workers;
+    pthread_mutex_unlock(&done_lock);
+    return all ? 0 : -1;
 }
 
 int mg_gateway_run(mg_config_t *conf)
@@ -262,9 +273,12 @@ int mg_gateway_run(mg_config_t *conf)
     fprintf(stderr, "matchgate: %s received, finishing in-flight requests (up to %llu ms)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
             (unsigned long long)conf->shutdown_timeout_ms);
     stop_workers(gw);
-    if (join_workers(gw, conf->shutdown_timeout_ms) != 0)
+    if (wait_workers(gw, conf->shutdown_timeout_ms) != 0) {
         fprintf(stderr, "matchgate: shutdown_timeout reached, exiting with requests still in flight\n");
-    else
-        fprintf(stderr, "matchgate: stopped\n");
+        /* workers are still running: skip exit handlers that would free what they use */
+        fflush(NULL);
+        _exit(0);
+    }
+    fprintf(stderr, "matchgate: stopped\n");
     return 0;
 }
