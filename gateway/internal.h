@@ -143,8 +143,9 @@ void mg_forward_cancel(mg_request_t *r);
 /* The upstream callbacks of a worker (forward.c). */
 extern const mg_upstream_callbacks_t mg_forward_upstream_callbacks;
 
-/* Registers the proxy handler on `pathconf` (proxy.c). */
-void mg_proxy_register(mg_gateway_t *gw, h2o_pathconf_t *pathconf);
+/* Registers the proxy handler on `pathconf`, and on the host's fallback path a filter that
+ * marks and logs the errors h2o answers by itself (proxy.c). */
+void mg_proxy_register(mg_gateway_t *gw, h2o_hostconf_t *hostconf, h2o_pathconf_t *pathconf);
 /* The worker owning an h2o context. */
 mg_worker_t *mg_worker_of(h2o_context_t *ctx);
 

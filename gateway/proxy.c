@@ -263,9 +263,39 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     return 0;
 }
 
-void mg_proxy_register(mg_gateway_t *gw, h2o_pathconf_t *pathconf)
+/*
+ * Responses h2o makes itself before any handler runs (413 when the body exceeds
+ * max_request_entity_size, 400 for a malformed HTTP/2 request, ...) are bound to the host's
+ * fallback path. This filter, registered there only, gives them what every gateway-made error
+ * has: X-Matchgate-Error and an access log line.
+ */
+typedef struct mg_early_filter {
+    h2o_filter_t super;
+    mg_gateway_t *gw;
+} mg_early_filter_t;
+
+static void on_early_response(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot)
+{
+    mg_gateway_t *gw = ((mg_early_filter_t *)self)->gw;
+    const char *code = req->res.status == 413 ? "body-too-large" : "bad-request";
+    add_header(req, H2O_STRLIT("x-matchgate-error"), code, strlen(code));
+    if (gw->access_log_fd >= 0) {
+        mg_access_entry_t e = {.peer = peer_of(req),
+                               .method = mg_str(req->method.base, req->method.len),
+                               .path = mg_str(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len),
+                               .status = req->res.status};
+        gettimeofday(&e.when, NULL);
+        mg_access_write(gw->access_log_fd, &e);
+    }
+    h2o_setup_next_ostream(req, slot);
+}
+
+void mg_proxy_register(mg_gateway_t *gw, h2o_hostconf_t *hostconf, h2o_pathconf_t *pathconf)
 {
     mg_handler_t *h = (mg_handler_t *)h2o_create_handler(pathconf, sizeof(*h));
     h->super.on_req = on_req;
     h->gw = gw;
+    mg_early_filter_t *f = (mg_early_filter_t *)h2o_create_filter(&hostconf->fallback_path, sizeof(*f));
+    f->super.on_setup_ostream = on_early_response;
+    f->gw = gw;
 }

@@ -172,7 +172,7 @@ static void setup_globalconf(mg_gateway_t *gw)
     h2o_hostconf_t *host = h2o_config_register_host(&gw->globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     /* one "/" handler: h2o matches paths in registration order, the route tree does the rest */
     gw->pathconf = h2o_config_register_path(host, "/", 0);
-    mg_proxy_register(gw, gw->pathconf);
+    mg_proxy_register(gw, host, gw->pathconf);
 }
 
 static int open_access_log(mg_gateway_t *gw)
