@@ -11,8 +11,8 @@
 #include "routes/routes.h"
 
 /* ---------------------------------------------------------------------------------------
- * Configuration (config.c). Everything is copied out of the YAML document, which is freed
- * before mg_config_load returns.
+ * Configuration (config.c, config_listen.c, config_backends.c). Everything is copied out of
+ * the YAML document, which is freed before mg_config_load returns.
  */
 typedef struct mg_listen_conf {
     char *address; /* as written: "127.0.0.1:8080", "[::1]:8080", ":8080" */

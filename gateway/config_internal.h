@@ -1,0 +1,40 @@
+/*
+ * What the configuration loader's source files share (config.c, config_listen.c,
+ * config_backends.c). Private to them: the rest of the gateway reads the finished
+ * mg_config_t through gateway.h.
+ */
+#ifndef MG_GATEWAY_CONFIG_INTERNAL_H
+#define MG_GATEWAY_CONFIG_INTERNAL_H
+
+#include "gateway/gateway.h"
+
+/* One load in progress: the configuration being filled and where its errors go. */
+typedef struct mg_config_loader {
+    mg_config_t *conf;
+    mg_errors_t *errs;
+    char *dir; /* the configuration file's directory with a trailing '/', or "" */
+} mg_config_loader_t;
+
+/* strdup that records "out of memory" at `at` when it fails. */
+char *mg__config_copy_str(mg_config_loader_t *cl, const mg_node_t *at, const char *s);
+/* `path` as given when absolute, else relative to the configuration file's directory (not the
+ * current one); NULL after recording "out of memory". The caller frees the result. */
+char *mg__config_resolve_path(mg_config_loader_t *cl, const mg_node_t *at, const char *path);
+/*
+ * Optional keys of mapping `map`: the value is stored in `*out` only when the key is present
+ * and valid (an invalid one records an error), so `*out` keeps its default otherwise.
+ * `positive`: a duration of 0 is refused.
+ */
+void mg__config_read_duration(mg_config_loader_t *cl, const mg_node_t *map, const char *key, int positive, uint64_t *out);
+void mg__config_read_uint(mg_config_loader_t *cl, const mg_node_t *map, const char *key, unsigned min, unsigned max, unsigned *out);
+/* A decimal port, 1..65535, and nothing after it (config_listen.c). 0 or -1. */
+int mg__config_parse_port(const char *s, uint16_t *port);
+
+/* Reads the required `listen:` section into cl->conf (config_listen.c). */
+void mg__config_parse_listen(mg_config_loader_t *cl, const mg_node_t *root);
+/* Reads the optional `backends:` section into cl->conf (config_backends.c). */
+void mg__config_parse_backends(mg_config_loader_t *cl, const mg_node_t *root);
+/* Frees what a backend owns (not the backend itself). */
+void mg__config_backend_free(mg_backend_conf_t *backend);
+
+#endif

@@ -1,0 +1,36 @@
+"""The configuration files shipped in conf/ and the YAML examples of docs/configuration.md
+stay valid: `matchgate --check` accepts each file without warnings, and every YAML block of
+the documentation is one of those files, word for word."""
+
+import re
+
+import pytest
+
+from support import REPO, run_matchgate
+
+EXAMPLES = sorted(REPO.glob("conf/*.yaml")) + sorted(REPO.glob("conf/examples/*.yaml"))
+CONFIGURATION_DOC = REPO / "docs" / "configuration.md"
+
+
+def test_there_are_examples():
+    names = {p.relative_to(REPO).as_posix() for p in EXAMPLES}
+    assert "conf/demo.yaml" in names
+    assert any(n.startswith("conf/examples/") for n in names), names
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_example_passes_check(matchgate_bin, path):
+    res = run_matchgate("--check", "-c", path)
+
+    assert res.returncode == 0, res.stderr
+    assert re.fullmatch(rf"{re.escape(str(path))}: ok \(.*\)\n", res.stdout), res.stdout
+    assert "warning" not in res.stderr, res.stderr
+
+
+def test_documented_yaml_examples_are_checked_files():
+    blocks = re.findall(r"^```yaml\n(.*?)^```$", CONFIGURATION_DOC.read_text(), re.S | re.M)
+    files = {p.read_text(): p for p in EXAMPLES}
+
+    assert blocks, f"no YAML example in {CONFIGURATION_DOC}"
+    for block in blocks:
+        assert block in files, f"this YAML example of {CONFIGURATION_DOC.name} is not a file in conf/:\n{block}"
