@@ -6,9 +6,9 @@
  * paused (CURL_WRITEFUNC_PAUSE) and resumed from the generator's proceed. So a slow client
  * holds at most about 2 x HIGH_WATER per request, whatever the response size.
  *
- * Timeouts: connect_timeout is curl's; `timeout` is ours (an h2o timer) so that it bounds
- * the backend's silence and not the client's slowness: it runs while we wait for the
- * backend (headers, then each body chunk) and stops while the transfer is paused.
+ * Timeouts: connect_timeout is curl's. `timeout` is ours: the backend must deliver the whole
+ * response within it, not counting the time the transfer is paused because the client reads
+ * slowly (a slow client is not a slow backend). It spans retries.
  */
 #include <stdio.h>
 #include <string.h>
@@ -24,7 +24,9 @@ typedef struct mg_forward {
     h2o_generator_t generator;
     h2o_buffer_t *recv, *sending;
     h2o_linklist_t flush_link;
-    h2o_timeout_entry_t timeout;
+    mg_timer_t timeout;
+    mg_client_watch_t client_watch;
+    uint64_t timeout_left_ms;   /* while paused */
     struct curl_slist *headers; /* nodes live in the request's pool */
     size_t first_server;
     unsigned attempt;
@@ -48,23 +50,6 @@ typedef struct mg_forward {
 static h2o_req_t *req_of(mg_forward_t *f)
 {
     return f->r->req;
-}
-
-/* ---------------------------------------------------------------------------------------
- * Timeout
- */
-static void timeout_restart(mg_forward_t *f)
-{
-    mg_worker_t *w = f->r->worker;
-    if (h2o_timeout_is_linked(&f->timeout))
-        h2o_timeout_unlink(&f->timeout);
-    h2o_timeout_link(w->ctx.loop, &w->backend_timeouts[f->backend - w->gw->conf->backends], &f->timeout);
-}
-
-static void timeout_stop(mg_forward_t *f)
-{
-    if (h2o_timeout_is_linked(&f->timeout))
-        h2o_timeout_unlink(&f->timeout);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -161,8 +146,8 @@ static size_t on_header(char *data, size_t size, size_t nitems, void *arg)
             f->num_lines = 0; /* end of an interim 1xx head: the real one follows */
     else
         keep_header_line(f, data, len);
-    timeout_restart(f);
-    return len;
+    /* a head we cannot pass on whole is refused, never cut: 0 aborts the transfer */
+    return f->too_many_headers ? 0 : len;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -178,6 +163,8 @@ static void start_response(mg_forward_t *f)
                           f->r->request_id.len);
     f->r->status = f->status;
     f->started = 1;
+    /* from here on h2o writes to the client and reports a departure itself */
+    mg_client_watch_stop(&f->client_watch);
     h2o_start_response(req, &f->generator);
 }
 
@@ -194,15 +181,17 @@ static size_t on_body(char *data, size_t size, size_t nitems, void *arg)
     if (f->r->req == NULL)
         return 0;
     if (f->recv->size >= HIGH_WATER) {
-        /* the client is slower than the backend: stop reading until proceed */
+        /* the client is slower than the backend: stop reading until proceed, and stop the
+         * backend's clock meanwhile */
         f->paused = 1;
-        timeout_stop(f);
+        uint64_t now = h2o_now(f->r->worker->ctx.loop);
+        f->timeout_left_ms = f->timeout.deadline > now ? f->timeout.deadline - now : 0;
+        mg_timer_cancel(&f->timeout);
         return CURL_WRITEFUNC_PAUSE;
     }
     h2o_iovec_t room = h2o_buffer_reserve(&f->recv, len);
     memcpy(room.base, data, len);
     f->recv->size += len;
-    timeout_restart(f);
     link_flush(f);
     return len;
 }
@@ -217,7 +206,7 @@ static void on_proceed(h2o_generator_t *generator, h2o_req_t *req)
     h2o_buffer_consume(&f->sending, f->sending->size);
     if (f->paused && !f->finished) {
         f->paused = 0;
-        timeout_restart(f);
+        mg_timer_set(&f->timeout, f->timeout_left_ms);
         mg_upstream_resume(f->r->worker->upstream, f->easy);
     }
     try_send(f);
@@ -261,12 +250,19 @@ static void try_send(mg_forward_t *f)
 /* ---------------------------------------------------------------------------------------
  * Request to the backend
  */
-static struct curl_slist *slist_push(h2o_mem_pool_t *pool, struct curl_slist *head, char *line)
+/* The header list for curl, in the client's order; nodes and lines live in the request's pool. */
+typedef struct header_list {
+    h2o_mem_pool_t *pool;
+    struct curl_slist *head, **tail;
+} header_list_t;
+
+static void list_append(header_list_t *l, char *line)
 {
-    struct curl_slist *node = h2o_mem_alloc_pool(pool, sizeof(*node));
+    struct curl_slist *node = h2o_mem_alloc_pool(l->pool, sizeof(*node));
     node->data = line;
-    node->next = head;
-    return node;
+    node->next = NULL;
+    *l->tail = node;
+    l->tail = &node->next;
 }
 
 static char *header_line(h2o_mem_pool_t *pool, const char *name, size_t nlen, const char *value, size_t vlen)
@@ -312,44 +308,94 @@ static char *forwarded_for(h2o_req_t *req, mg_str_t peer)
     return buf;
 }
 
-/* Builds the header list sent to the backend; -1 when a value carries CR/LF/NUL. */
-static int build_request_headers(mg_forward_t *f)
+/* HTTP/2 clients may split Cookie into crumbs (RFC 9113 8.2.3); an HTTP/1.1 backend gets
+ * them joined with "; ". NULL when the request has no cookie. */
+static char *joined_cookies(h2o_req_t *req)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < req->headers.size; i++)
+        if (req->headers.entries[i].name == &H2O_TOKEN_COOKIE->buf)
+            len += req->headers.entries[i].value.len + 2;
+    if (len == 0)
+        return NULL;
+    char *buf = h2o_mem_alloc_pool(&req->pool, len + 1), *p = buf;
+    for (size_t i = 0; i < req->headers.size; i++) {
+        const h2o_header_t *h = &req->headers.entries[i];
+        if (h->name != &H2O_TOKEN_COOKIE->buf)
+            continue;
+        if (p != buf) {
+            *p++ = ';';
+            *p++ = ' ';
+        }
+        memcpy(p, h->value.base, h->value.len);
+        p += h->value.len;
+    }
+    *p = '\0';
+    return buf;
+}
+
+/* Host sent to the backend: forward.host, else the client's, else (an HTTP/1.0 client that
+ * sent none) the server's own host:port. */
+static h2o_iovec_t backend_host(mg_forward_t *f, const mg_server_conf_t *server)
+{
+    if (f->r->route->forward.host != NULL)
+        return h2o_iovec_init(f->r->route->forward.host, strlen(f->r->route->forward.host));
+    if (f->r->host.len != 0)
+        return req_of(f)->authority;
+    const char *hostport = strstr(server->url, "://") + 3, *slash = strchr(hostport, '/');
+    return h2o_iovec_init(hostport, slash != NULL ? (size_t)(slash - hostport) : strlen(hostport));
+}
+
+/* 1 when every header value can be forwarded (no CR, LF or NUL). */
+static int headers_are_safe(h2o_req_t *req)
+{
+    for (size_t i = 0; i < req->headers.size; i++)
+        if (!mg_header_value_is_safe(req->headers.entries[i].value.base, req->headers.entries[i].value.len))
+            return 0;
+    return 1;
+}
+
+/* Builds the header list sent to `server` (per attempt: the Host of an HTTP/1.0 client
+ * without one is the server's). */
+static void build_request_headers(mg_forward_t *f, const mg_server_conf_t *server)
 {
     h2o_req_t *req = req_of(f);
-    h2o_mem_pool_t *pool = &req->pool;
+    header_list_t l = {&req->pool, NULL, &l.head};
     mg_conn_tokens_t tokens = {.size = 0};
     for (size_t i = 0; i < req->headers.size; i++)
         if (req->headers.entries[i].name == &H2O_TOKEN_CONNECTION->buf)
             mg_conn_tokens_add(&tokens, req->headers.entries[i].value.base, req->headers.entries[i].value.len);
-    struct curl_slist *list = NULL;
     int has_content_type = 0, has_accept = 0;
+    char *cookies = joined_cookies(req);
     for (size_t i = 0; i < req->headers.size; i++) {
         const h2o_header_t *h = &req->headers.entries[i];
         if (mg_header_is_hop_by_hop(h->name->base, h->name->len, &tokens) || is_rewritten_in_request(h->name))
             continue;
-        if (!mg_header_value_is_safe(h->value.base, h->value.len))
-            return -1;
         has_content_type |= h->name == &H2O_TOKEN_CONTENT_TYPE->buf;
         has_accept |= h->name == &H2O_TOKEN_ACCEPT->buf;
-        list = slist_push(pool, list, header_line(pool, h->name->base, h->name->len, h->value.base, h->value.len));
+        if (h->name != &H2O_TOKEN_COOKIE->buf) {
+            list_append(&l, header_line(l.pool, h->name->base, h->name->len, h->value.base, h->value.len));
+        } else if (cookies != NULL) {
+            /* all crumbs go out as one header, where the first one was */
+            list_append(&l, header_line(l.pool, H2O_STRLIT("cookie"), cookies, strlen(cookies)));
+            cookies = NULL;
+        }
     }
-    const char *host = f->r->route->forward.host;
-    h2o_iovec_t authority = host != NULL ? h2o_iovec_init(host, strlen(host)) : req->authority;
-    list = slist_push(pool, list, header_line(pool, H2O_STRLIT("Host"), authority.base, authority.len));
+    h2o_iovec_t host = backend_host(f, server);
+    list_append(&l, header_line(l.pool, H2O_STRLIT("Host"), host.base, host.len));
     char *xff = forwarded_for(req, f->r->peer);
-    list = slist_push(pool, list, header_line(pool, H2O_STRLIT("X-Forwarded-For"), xff, strlen(xff)));
-    list =
-        slist_push(pool, list, header_line(pool, H2O_STRLIT("X-Forwarded-Proto"), req->scheme->name.base, req->scheme->name.len));
-    list = slist_push(pool, list, header_line(pool, H2O_STRLIT("X-Forwarded-Host"), req->authority.base, req->authority.len));
-    list = slist_push(pool, list, header_line(pool, H2O_STRLIT("X-Request-Id"), f->r->request_id.base, f->r->request_id.len));
+    list_append(&l, header_line(l.pool, H2O_STRLIT("X-Forwarded-For"), xff, strlen(xff)));
+    list_append(&l, header_line(l.pool, H2O_STRLIT("X-Forwarded-Proto"), req->scheme->name.base, req->scheme->name.len));
+    if (f->r->host.len != 0)
+        list_append(&l, header_line(l.pool, H2O_STRLIT("X-Forwarded-Host"), req->authority.base, req->authority.len));
+    list_append(&l, header_line(l.pool, H2O_STRLIT("X-Request-Id"), f->r->request_id.base, f->r->request_id.len));
     /* "Name:" with nothing after it tells curl not to add its own default */
-    list = slist_push(pool, list, (char *)"Expect:");
+    list_append(&l, (char *)"Expect:");
     if (!has_accept)
-        list = slist_push(pool, list, (char *)"Accept:");
+        list_append(&l, (char *)"Accept:");
     if (!has_content_type)
-        list = slist_push(pool, list, (char *)"Content-Type:");
-    f->headers = list;
-    return 0;
+        list_append(&l, (char *)"Content-Type:");
+    f->headers = l.head;
 }
 
 /* Picks the server for this attempt: retries walk on from the first choice. */
@@ -384,6 +430,9 @@ static int configure_attempt(mg_forward_t *f)
     f->num_lines = 0;
     f->head_done = 0;
     curl_easy_setopt(f->easy, CURLOPT_URL, url);
+    if (f->headers == NULL || f->r->host.len == 0)
+        build_request_headers(f, server);
+    curl_easy_setopt(f->easy, CURLOPT_HTTPHEADER, f->headers);
     return 0;
 }
 
@@ -403,7 +452,6 @@ static void configure_transfer(mg_forward_t *f)
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->entity.base);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->entity.len);
     }
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, f->headers);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, f);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
@@ -421,11 +469,19 @@ static void fail(mg_forward_t *f, int status, const char *code, const char *reas
     mg_request_send_error(r, status, code, reason);
 }
 
+static void on_client_gone(mg_client_watch_t *cw)
+{
+    mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, client_watch, cw);
+    f->r->status = 499; /* nginx's code for "the client closed the request" */
+    mg_request_log(f->r);
+    /* the answer reaches nobody: writing it makes h2o close the connection and free the request */
+    fail(f, 502, "backend-unavailable", "the client closed the connection");
+}
+
 static int start_attempt(mg_forward_t *f)
 {
     if (configure_attempt(f) != 0)
         return -1;
-    timeout_restart(f);
     return mg_upstream_start(f->r->worker->upstream, f->easy, f);
 }
 
@@ -441,12 +497,17 @@ static int connect_failed(mg_forward_t *f, CURLcode result)
 /* A transfer ended before any byte of the response reached the client. */
 static void on_failed_before_response(mg_forward_t *f, CURLcode result)
 {
+    if (f->too_many_headers) {
+        fail(f, 502, "backend-unavailable", "the backend response has too many headers");
+        return;
+    }
     if (f->timed_out) {
         fail(f, 504, "backend-timeout", "the backend did not respond within the timeout");
         return;
     }
     if (connect_failed(f, result)) {
-        if (f->attempt < f->backend->retries && mg_method_is_idempotent(f->r->method)) {
+        /* a retry goes to another server, so there are at most num_servers - 1 */
+        if (f->attempt < f->backend->retries && f->attempt + 1 < f->backend->num_servers && mg_method_is_idempotent(f->r->method)) {
             f->attempt++;
             if (start_attempt(f) == 0)
                 return;
@@ -460,7 +521,7 @@ static void on_failed_before_response(mg_forward_t *f, CURLcode result)
 static void on_done(CURL *easy, CURLcode result, void *transfer)
 {
     mg_forward_t *f = transfer;
-    timeout_stop(f);
+    mg_timer_cancel(&f->timeout);
     if (f->r->req == NULL)
         return;
     if (result == CURLE_OK && f->head_done && !f->too_many_headers) {
@@ -479,9 +540,9 @@ static void on_done(CURL *easy, CURLcode result, void *transfer)
     }
 }
 
-static void on_timeout(h2o_timeout_entry_t *entry)
+static void on_timeout(mg_timer_t *timer)
 {
-    mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, timeout, entry);
+    mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, timeout, timer);
     f->timed_out = 1;
     release_transfer(f);
     if (!f->started) {
@@ -516,7 +577,7 @@ static mg_forward_t *forward_new(mg_request_t *r)
     f->backend = r->route->forward.backend;
     f->generator.proceed = on_proceed;
     f->generator.stop = on_stop;
-    f->timeout.cb = on_timeout;
+    mg_timer_init(&f->timeout, &r->worker->timers, on_timeout);
     h2o_buffer_init(&f->recv, &h2o_socket_buffer_prototype);
     h2o_buffer_init(&f->sending, &h2o_socket_buffer_prototype);
     r->forward = f;
@@ -526,7 +587,7 @@ static mg_forward_t *forward_new(mg_request_t *r)
 void mg_forward_start(mg_request_t *r)
 {
     mg_forward_t *f = forward_new(r);
-    if (build_request_headers(f) != 0) {
+    if (!headers_are_safe(r->req)) {
         fail(f, 400, "bad-request", "a request header value contains CR, LF or NUL");
         return;
     }
@@ -535,6 +596,8 @@ void mg_forward_start(mg_request_t *r)
         return;
     }
     configure_transfer(f);
+    mg_timer_set(&f->timeout, f->backend->timeout_ms);
+    mg_client_watch_start(&f->client_watch, &r->worker->timers, r->req, on_client_gone);
     if (start_attempt(f) != 0)
         fail(f, 502, "backend-unavailable", "cannot start the backend transfer");
 }
@@ -542,7 +605,8 @@ void mg_forward_start(mg_request_t *r)
 /* Gives the curl handle back; the connection stays in the worker's keep-alive pool. */
 static void release_transfer(mg_forward_t *f)
 {
-    timeout_stop(f);
+    mg_timer_cancel(&f->timeout);
+    mg_client_watch_stop(&f->client_watch);
     if (h2o_linklist_is_linked(&f->flush_link))
         h2o_linklist_unlink(&f->flush_link);
     if (f->easy != NULL)

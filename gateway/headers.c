@@ -59,8 +59,8 @@ int mg_header_is_hop_by_hop(const char *name, size_t len, const mg_conn_tokens_t
 int mg_header_is_replaced_in_response(const char *name, size_t len)
 {
     /* h2o writes its own Date and Server, and frames the body itself (content-length is
-     * passed as a number, not as a header) */
-    static const char *const replaced[] = {"date", "server", "content-length", NULL};
+     * passed as a number, not as a header); the request id is the one the gateway sent */
+    static const char *const replaced[] = {"date", "server", "content-length", "x-request-id", NULL};
     return is_listed(name, len, replaced);
 }
 

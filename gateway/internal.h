@@ -24,7 +24,8 @@ typedef struct mg_conn_tokens {
 void mg_conn_tokens_add(mg_conn_tokens_t *tokens, const char *value, size_t len);
 /* 1 when the header must not cross the proxy: hop-by-hop, or named in Connection. `name` is lower case. */
 int mg_header_is_hop_by_hop(const char *name, size_t len, const mg_conn_tokens_t *tokens);
-/* 1 when `name` (lower case) is a response header the gateway sets itself (date, server, content-length). */
+/* 1 when `name` (lower case) is a response header the gateway sets itself (date, server,
+ * content-length, x-request-id). */
 int mg_header_is_replaced_in_response(const char *name, size_t len);
 /* 1 when the value can be forwarded as is: no CR, LF or NUL. */
 int mg_header_value_is_safe(const char *value, size_t len);
@@ -62,6 +63,47 @@ size_t mg_access_format(const mg_access_entry_t *e, char *buf, size_t size);
 void mg_access_write(int fd, const mg_access_entry_t *e);
 
 /* ---------------------------------------------------------------------------------------
+ * Deadline timers (timer.c): any delay, on a worker's loop, at millisecond precision.
+ */
+#define MG_TIMER_BUCKETS 14
+
+typedef struct mg_timers {
+    h2o_loop_t *loop;
+    h2o_timeout_t buckets[MG_TIMER_BUCKETS];
+} mg_timers_t;
+
+typedef struct mg_timer {
+    h2o_timeout_entry_t entry;
+    mg_timers_t *timers;
+    uint64_t deadline; /* h2o_now() milliseconds */
+    void (*cb)(struct mg_timer *timer);
+} mg_timer_t;
+
+void mg_timers_init(mg_timers_t *timers, h2o_loop_t *loop);
+/* All timers must have been cancelled or have fired. */
+void mg_timers_dispose(mg_timers_t *timers);
+void mg_timer_init(mg_timer_t *timer, mg_timers_t *timers, void (*cb)(mg_timer_t *timer));
+/* (Re)arms the timer: `cb` runs once, on the loop, `delay_ms` from now (never earlier). */
+void mg_timer_set(mg_timer_t *timer, uint64_t delay_ms);
+void mg_timer_cancel(mg_timer_t *timer);
+int mg_timer_is_set(const mg_timer_t *timer);
+
+/* ---------------------------------------------------------------------------------------
+ * Client watch (client_watch.c): notices an HTTP/1 client leaving while its request waits.
+ */
+typedef struct mg_client_watch {
+    mg_timer_t arm;
+    h2o_socket_t *sock; /* on a dup of the client's fd, once armed */
+    h2o_req_t *req;
+    void (*on_gone)(struct mg_client_watch *cw);
+} mg_client_watch_t;
+
+/* Starts watching (after a short delay, HTTP/1 only); `on_gone` runs at most once, on the loop. */
+void mg_client_watch_start(mg_client_watch_t *cw, mg_timers_t *timers, h2o_req_t *req, void (*on_gone)(mg_client_watch_t *cw));
+/* Ends the watch; safe to call more than once. */
+void mg_client_watch_stop(mg_client_watch_t *cw);
+
+/* ---------------------------------------------------------------------------------------
  * Upstream (upstream.c): a libcurl multi handle driven by one worker's h2o loop.
  */
 typedef struct mg_upstream mg_upstream_t;
@@ -73,7 +115,7 @@ typedef struct mg_upstream_callbacks {
     void (*flush)(void *cb_arg);
 } mg_upstream_callbacks_t;
 
-mg_upstream_t *mg_upstream_create(h2o_loop_t *loop, const mg_upstream_callbacks_t *cbs, void *cb_arg);
+mg_upstream_t *mg_upstream_create(h2o_loop_t *loop, mg_timers_t *timers, const mg_upstream_callbacks_t *cbs, void *cb_arg);
 void mg_upstream_destroy(mg_upstream_t *up);
 /* A reset easy handle (from a free list), with the options every transfer shares already set. */
 CURL *mg_upstream_acquire(mg_upstream_t *up);
@@ -100,9 +142,9 @@ typedef struct mg_worker {
     mg_upstream_t *upstream;
     h2o_multithread_queue_t *queue;
     h2o_multithread_receiver_t stop_receiver;
-    size_t in_flight;                /* requests accepted and not yet disposed */
-    h2o_linklist_t flush_list;       /* forwards with body bytes waiting to be sent to the client */
-    h2o_timeout_t *backend_timeouts; /* one per backend (conf->backends order) */
+    size_t in_flight;          /* requests accepted and not yet disposed */
+    h2o_linklist_t flush_list; /* forwards with body bytes waiting to be sent to the client */
+    mg_timers_t timers;
     int stopping;
     uint64_t rng[2]; /* request id generator state */
 } mg_worker_t;

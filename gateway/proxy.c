@@ -102,6 +102,8 @@ void mg_request_send_error(mg_request_t *r, int status, const char *code, const 
     h2o_req_t *req = r->req;
     const char *route = r->route != NULL ? r->route->name : "-";
     char *body = h2o_mem_alloc_pool(&req->pool, 256 + strlen(route));
+    /* a backend head may have been copied in before the backend failed: none of it applies */
+    req->res.headers = (h2o_headers_t){NULL, 0, 0};
     int len = snprintf(body, 256 + strlen(route), "%d %s: %s (route %s)\n", status, reason_phrase(status), reason, route);
     add_header(req, H2O_STRLIT("x-matchgate-error"), code, strlen(code));
     add_header(req, H2O_STRLIT("content-type"), H2O_STRLIT("text/plain; charset=utf-8"));
@@ -143,10 +145,13 @@ static mg_str_t peer_of(h2o_req_t *req)
     return mg_str(buf, strlen(buf));
 }
 
-/* Host for matching: lower case, without port ("[::1]:80" keeps its brackets). */
+/* Host for matching: lower case, without port ("[::1]:80" keeps its brackets); empty when the
+ * client sent none (h2o then fills in the name of its host configuration). */
 static mg_str_t host_of(h2o_req_t *req)
 {
     h2o_iovec_t a = req->authority;
+    if (a.base == req->hostconf->authority.hostport.base)
+        return mg_str("", 0);
     size_t len = a.len;
     for (size_t i = a.len; i-- > 0;) {
         if (a.base[i] == ':') {
@@ -253,6 +258,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         mg_request_send_error(r, 431, "headers-too-large", "request headers exceed limits.max_header_size");
     } else if (build_context(r, &ctx) != 0) {
         mg_request_send_error(r, 400, "bad-request", "invalid request path");
+    } else if (r->host.len == 0 && req->version == 0x101) {
+        mg_request_send_error(r, 400, "bad-request", "HTTP/1.1 request without Host");
     } else if ((r->route = mg_routes_match(gw->conf->routes, &ctx)) == NULL) {
         mg_request_send_error(r, 404, "no-route", "no route matches the request");
     } else if (r->route->kind == MG_ROUTE_RESPOND) {

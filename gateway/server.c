@@ -71,10 +71,8 @@ static void worker_init(mg_worker_t *w)
     mg_config_t *conf = w->gw->conf;
     h2o_loop_t *loop = w->ctx.loop;
     h2o_linklist_init_anchor(&w->flush_list);
-    w->upstream = mg_upstream_create(loop, &mg_forward_upstream_callbacks, w);
-    w->backend_timeouts = calloc(conf->num_backends + 1, sizeof(*w->backend_timeouts));
-    for (size_t i = 0; i < conf->num_backends; i++)
-        h2o_timeout_init(loop, &w->backend_timeouts[i], conf->backends[i].timeout_ms);
+    mg_timers_init(&w->timers, loop);
+    w->upstream = mg_upstream_create(loop, &w->timers, &mg_forward_upstream_callbacks, w);
     w->accept_ctxs = calloc(conf->num_listeners, sizeof(*w->accept_ctxs));
     w->listeners = calloc(conf->num_listeners, sizeof(*w->listeners));
     for (size_t i = 0; i < conf->num_listeners; i++) {

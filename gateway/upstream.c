@@ -8,10 +8,6 @@
 #include <unistd.h>
 #include "gateway/internal.h"
 
-/* h2o timeouts are fixed-length buckets: curl's timer goes to the largest bucket not above
- * the delay it asked for; firing early is harmless (curl just asks again). */
-static const uint64_t timer_buckets_ms[] = {0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
-#define NUM_BUCKETS (sizeof(timer_buckets_ms) / sizeof(timer_buckets_ms[0]))
 #define FREE_LIST_MAX 64
 
 /* One per backend connection, from curl's first interest in it until curl closes it: the h2o
@@ -30,9 +26,7 @@ struct mg_upstream {
     mg_upstream_callbacks_t cbs;
     void *cb_arg;
     CURLM *multi;
-    h2o_timeout_t buckets[NUM_BUCKETS];
-    h2o_timeout_entry_t timer;
-    h2o_timeout_t *timer_bucket; /* where `timer` is linked, or NULL */
+    mg_timer_t timer; /* curl's */
     CURL *free_list[FREE_LIST_MAX];
     size_t num_free;
     watch_t **by_fd; /* indexed by fd */
@@ -70,27 +64,19 @@ static void socket_action(mg_upstream_t *up, curl_socket_t fd, int ev)
     after_curl(up);
 }
 
-static void on_timer(h2o_timeout_entry_t *entry)
+static void on_timer(mg_timer_t *timer)
 {
-    mg_upstream_t *up = H2O_STRUCT_FROM_MEMBER(mg_upstream_t, timer, entry);
-    up->timer_bucket = NULL;
+    mg_upstream_t *up = H2O_STRUCT_FROM_MEMBER(mg_upstream_t, timer, timer);
     socket_action(up, CURL_SOCKET_TIMEOUT, 0);
 }
 
 static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
 {
     mg_upstream_t *up = userp;
-    if (up->timer_bucket != NULL) {
-        h2o_timeout_unlink(&up->timer);
-        up->timer_bucket = NULL;
-    }
     if (timeout_ms < 0)
-        return 0;
-    size_t i = NUM_BUCKETS - 1;
-    while (i > 0 && timer_buckets_ms[i] > (uint64_t)timeout_ms)
-        i--;
-    up->timer_bucket = &up->buckets[i];
-    h2o_timeout_link(up->loop, up->timer_bucket, &up->timer);
+        mg_timer_cancel(&up->timer);
+    else
+        mg_timer_set(&up->timer, (uint64_t)timeout_ms);
     return 0;
 }
 
@@ -195,7 +181,7 @@ static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, v
     return 0;
 }
 
-mg_upstream_t *mg_upstream_create(h2o_loop_t *loop, const mg_upstream_callbacks_t *cbs, void *cb_arg)
+mg_upstream_t *mg_upstream_create(h2o_loop_t *loop, mg_timers_t *timers, const mg_upstream_callbacks_t *cbs, void *cb_arg)
 {
     mg_upstream_t *up = calloc(1, sizeof(*up));
     if (up == NULL)
@@ -207,9 +193,7 @@ mg_upstream_t *mg_upstream_create(h2o_loop_t *loop, const mg_upstream_callbacks_
         free(up);
         return NULL;
     }
-    for (size_t i = 0; i < NUM_BUCKETS; i++)
-        h2o_timeout_init(loop, &up->buckets[i], timer_buckets_ms[i]);
-    up->timer.cb = on_timer;
+    mg_timer_init(&up->timer, timers, on_timer);
     curl_multi_setopt(up->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket);
     curl_multi_setopt(up->multi, CURLMOPT_SOCKETDATA, up);
     curl_multi_setopt(up->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
@@ -221,15 +205,12 @@ mg_upstream_t *mg_upstream_create(h2o_loop_t *loop, const mg_upstream_callbacks_
 
 void mg_upstream_destroy(mg_upstream_t *up)
 {
-    if (up->timer_bucket != NULL)
-        h2o_timeout_unlink(&up->timer);
+    mg_timer_cancel(&up->timer);
     for (size_t i = 0; i < up->num_free; i++)
         curl_easy_cleanup(up->free_list[i]);
     /* closes the pooled connections through on_curl_close, which needs by_fd */
     curl_multi_cleanup(up->multi);
     free(up->by_fd);
-    for (size_t i = 0; i < NUM_BUCKETS; i++)
-        h2o_timeout_dispose(up->loop, &up->buckets[i]);
     free(up);
 }
 
