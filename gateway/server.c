@@ -85,30 +85,50 @@ static void worker_init(mg_worker_t *w)
     }
 }
 
-/* Workers that finished; the main thread waits on it with the shutdown deadline. */
-static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
-static unsigned num_done;
+/* Worker progress, watched by the main thread: ready to receive a stop message, and finished. */
+static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t state_cond = PTHREAD_COND_INITIALIZER;
+static unsigned num_ready, num_done;
+
+static void worker_report(unsigned *counter)
+{
+    pthread_mutex_lock(&state_lock);
+    (*counter)++;
+    pthread_cond_broadcast(&state_cond);
+    pthread_mutex_unlock(&state_lock);
+}
 
 /* A finished worker reports and then parks until the process exits: h2o keeps per-thread free
  * lists (memory pools, socket buffers) that no API releases, and a returning thread would take
  * the only references to them with it. */
 static void worker_park(void)
 {
-    pthread_mutex_lock(&done_lock);
-    num_done++;
-    pthread_cond_broadcast(&done_cond);
+    worker_report(&num_done);
+    pthread_mutex_lock(&state_lock);
     for (;;)
-        pthread_cond_wait(&done_cond, &done_lock);
+        pthread_cond_wait(&state_cond, &state_lock);
+}
+
+/* Stopping, nothing in flight, and every HTTP/2 connection closed after its GOAWAY (h2o does
+ * that within about a second). Idle HTTP/1 keep-alive connections are not waited for: h2o 2.2.5
+ * has no way to close them early, and a client sending on one now gets the connection closed. */
+static int worker_done(mg_worker_t *w)
+{
+    return w->stopping && w->in_flight == 0 && h2o_linklist_is_empty(&w->ctx.http2._conns);
 }
 
 static void *worker_main(void *arg)
 {
     mg_worker_t *w = arg;
-    h2o_context_init(&w->ctx, w->ctx.loop, &w->gw->globalconf);
+    /* everything h2o is created on the worker's own thread: h2o sockets take their buffers
+     * from thread-local free lists, which must not be shared between threads */
+    h2o_context_init(&w->ctx, h2o_evloop_create(), &w->gw->globalconf);
+    w->queue = h2o_multithread_create_queue(w->ctx.loop);
+    h2o_multithread_register_receiver(w->queue, &w->stop_receiver, on_stop_message);
     worker_init(w);
+    worker_report(&num_ready);
     /* h2o_evloop_run returns -1 on EINTR: keep looping, or a signal would stop the worker */
-    while (!(w->stopping && w->in_flight == 0))
+    while (!worker_done(w))
         h2o_evloop_run(w->ctx.loop, INT32_MAX);
     mg_upstream_destroy(w->upstream);
     w->upstream = NULL;
@@ -215,10 +235,6 @@ static void prepare_worker(mg_gateway_t *gw, mg_worker_t *w, unsigned id)
 {
     w->id = id;
     w->gw = gw;
-    w->ctx.loop = h2o_evloop_create();
-    /* the queue exists before any signal can arrive, so a stop message is never lost */
-    w->queue = h2o_multithread_create_queue(w->ctx.loop);
-    h2o_multithread_register_receiver(w->queue, &w->stop_receiver, on_stop_message);
     if (getrandom(w->rng, sizeof(w->rng), 0) != sizeof(w->rng)) {
         w->rng[0] = (uint64_t)time(NULL) ^ ((uint64_t)id << 32);
         w->rng[1] = (uint64_t)getpid() | 1;
@@ -233,23 +249,30 @@ static void stop_workers(mg_gateway_t *gw)
     }
 }
 
-/* Waits until every worker finished or the deadline passed; 0 when all finished. */
-static int wait_workers(mg_gateway_t *gw, uint64_t timeout_ms)
+/* Waits until `*counter` reaches the number of workers; 0, or -1 when `timeout_ms` (if not
+ * UINT64_MAX) passed first. */
+static int wait_workers(mg_gateway_t *gw, unsigned *counter, uint64_t timeout_ms)
 {
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += (time_t)(timeout_ms / 1000);
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-    if (deadline.tv_nsec >= 1000000000) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000;
+    if (timeout_ms != UINT64_MAX) {
+        deadline.tv_sec += (time_t)(timeout_ms / 1000);
+        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+        if (deadline.tv_nsec >= 1000000000) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000;
+        }
     }
     int timed_out = 0;
-    pthread_mutex_lock(&done_lock);
-    while (num_done < gw->conf->workers && !timed_out)
-        timed_out = pthread_cond_timedwait(&done_cond, &done_lock, &deadline) == ETIMEDOUT;
-    int all = num_done == gw->conf->workers;
-    pthread_mutex_unlock(&done_lock);
+    pthread_mutex_lock(&state_lock);
+    while (*counter < gw->conf->workers && !timed_out) {
+        if (timeout_ms == UINT64_MAX)
+            pthread_cond_wait(&state_cond, &state_lock);
+        else
+            timed_out = pthread_cond_timedwait(&state_cond, &state_lock, &deadline) == ETIMEDOUT;
+    }
+    int all = *counter == gw->conf->workers;
+    pthread_mutex_unlock(&state_lock);
     return all ? 0 : -1;
 }
 
@@ -266,12 +289,14 @@ int mg_gateway_run(mg_config_t *conf)
         prepare_worker(gw, &gw->workers[i], i);
         pthread_create(&gw->workers[i].thread, NULL, worker_main, &gw->workers[i]);
     }
+    /* a stop message needs its receiver: signals stay pending (blocked) until then */
+    wait_workers(gw, &num_ready, UINT64_MAX);
     fprintf(stderr, "matchgate: serving %s with %u workers (pid %d)\n", conf->file, conf->workers, (int)getpid());
     int sig = mg_signals_wait();
     fprintf(stderr, "matchgate: %s received, finishing in-flight requests (up to %llu ms)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
             (unsigned long long)conf->shutdown_timeout_ms);
     stop_workers(gw);
-    if (wait_workers(gw, conf->shutdown_timeout_ms) != 0) {
+    if (wait_workers(gw, &num_done, conf->shutdown_timeout_ms) != 0) {
         fprintf(stderr, "matchgate: shutdown_timeout reached, exiting with requests still in flight\n");
         /* workers are still running: skip exit handlers that would free what they use */
         fflush(NULL);
