@@ -4,8 +4,8 @@
  * h2o 2.2.5 stops reading a connection while a request is in progress, so a client that
  * closes is not seen until the response is written. Requests that wait long enough (the
  * arming delay) get a watch on a duplicate of the client's fd: EOF or an error means the
- * client is gone; bytes (a pipelined request) mean it is still there, and the watch ends.
- * Short requests never pay for it.
+ * client is gone (the connection is shut down, nothing more is written to it); bytes (a pipelined request) mean it is still there,
+ * and the watch ends. Short requests never pay for it.
  */
 #include <errno.h>
 #include <sys/socket.h>
@@ -30,9 +30,16 @@ static void on_client_readable(h2o_socket_t *sock, const char *err)
     ssize_t n = recv(h2o_socket_get_fd(sock), &c, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
-    close_socket(cw);
-    if (n <= 0)
+    if (n <= 0) {
+        /* the client is gone (or half-closed, which HTTP/1.1 does not use while waiting for a
+         * response): shut the connection so whatever is written next fails instead of
+         * reaching a client that half-closed, as nginx does */
+        shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
+        close_socket(cw);
         cw->on_gone(cw);
+        return;
+    }
+    close_socket(cw); /* bytes: a pipelined request, the client is still there */
 }
 
 static void on_arm(mg_timer_t *timer)

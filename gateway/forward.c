@@ -474,7 +474,8 @@ static void on_client_gone(mg_client_watch_t *cw)
     mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, client_watch, cw);
     f->r->status = 499; /* nginx's code for "the client closed the request" */
     mg_request_log(f->r);
-    /* the answer reaches nobody: writing it makes h2o close the connection and free the request */
+    /* the connection is shut down: this answer reaches nobody, writing it makes h2o close the
+     * connection and free the request */
     fail(f, 502, "backend-unavailable", "the client closed the connection");
 }
 

@@ -254,7 +254,9 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     mg_gateway_t *gw = ((mg_handler_t *)self)->gw;
     mg_request_t *r = request_new(mg_worker_of(req->conn->ctx), req);
     mg_ctx_t ctx;
-    if (header_bytes(req) > gw->conf->limits.max_header_size) {
+    if (req->entity.len > gw->conf->limits.max_request_body) {
+        mg_request_send_error(r, 413, "body-too-large", "request body exceeds limits.max_request_body");
+    } else if (header_bytes(req) > gw->conf->limits.max_header_size) {
         mg_request_send_error(r, 431, "headers-too-large", "request headers exceed limits.max_header_size");
     } else if (build_context(r, &ctx) != 0) {
         mg_request_send_error(r, 400, "bad-request", "invalid request path");

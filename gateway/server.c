@@ -183,7 +183,9 @@ static void setup_globalconf(mg_gateway_t *gw)
     mg_config_t *conf = gw->conf;
     h2o_config_init(&gw->globalconf);
     gw->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("matchgate"));
-    gw->globalconf.max_request_entity_size = conf->limits.max_request_body;
+    /* one byte more than the limit: h2o's chunked reader refuses at the limit itself, its
+     * content-length check only beyond it; proxy.c enforces the exact limit */
+    gw->globalconf.max_request_entity_size = conf->limits.max_request_body + 1;
     gw->globalconf.http1.req_timeout = conf->limits.client_idle_timeout_ms;
     gw->globalconf.http2.idle_timeout = conf->limits.client_idle_timeout_ms;
     gw->globalconf.http2.max_concurrent_requests_per_connection = conf->limits.max_http2_streams;

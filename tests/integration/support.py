@@ -207,6 +207,13 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         rec = RecordedRequest(self.command, self.path, list(self.headers.items()), body)
         backend.record(rec)
+        backend.enter()
+        try:
+            self._respond(rec)
+        finally:
+            backend.leave()
+
+    def _respond(self, rec):
         params = urllib.parse.parse_qs(rec.query)
         try:
             if rec.path.endswith("/slow") or "/slow/" in rec.path:
@@ -269,12 +276,46 @@ class Backend(ThreadingHTTPServer):
         self.extra_headers = []  # (name, value) added to echo responses
         self.requests = []
         self._lock = threading.Lock()
+        self.connections = 0  # TCP connections accepted so far
+        self.in_flight = 0  # requests being answered right now
+        self.max_in_flight = 0  # the most ever answered at once
+        self._open = set()  # accepted sockets not yet closed
         self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
 
     def record(self, rec):
         with self._lock:
             self.requests.append(rec)
+
+    def process_request(self, request, client_address):
+        with self._lock:
+            self.connections += 1
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request):
+        with self._lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def enter(self):
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def leave(self):
+        with self._lock:
+            self.in_flight -= 1
+
+    def close_connections(self):
+        """Shuts down every open connection (keep-alive ones included), as a dying server would."""
+        with self._lock:
+            socks = list(self._open)
+        for sock in socks:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def received(self, path=None):
         with self._lock:
@@ -289,6 +330,7 @@ class Backend(ThreadingHTTPServer):
     def stop(self):
         self.shutdown()
         self.server_close()
+        self.close_connections()
         self._thread.join(timeout=5)
 
 
