@@ -105,9 +105,11 @@ static void parse_access_log(mg_config_loader_t *cl, const mg_node_t *root)
 }
 
 /*
- * limits. max_http2_streams is our extension to the documented keys: it caps the concurrent
- * streams of one HTTP/2 connection (SETTINGS_MAX_CONCURRENT_STREAMS), so that one client
- * cannot hold more in-flight backend requests than this.
+ * limits. max_http2_streams is our extension to the documented keys: it caps how many requests
+ * of one HTTP/2 connection the gateway processes at once (h2o's
+ * max_concurrent_requests_per_connection); further streams wait inside the gateway, so one
+ * client cannot hold more in-flight backend requests than this. It does not change what is
+ * advertised: h2o 2.2.5 always sends SETTINGS_MAX_CONCURRENT_STREAMS 100.
  */
 static void parse_limits(mg_config_loader_t *cl, const mg_node_t *root)
 {

@@ -399,22 +399,40 @@ static void build_request_headers(mg_forward_t *f, const mg_server_conf_t *serve
 }
 
 /* Picks the server for this attempt: retries walk on from the first choice. */
+/* primary_for_writes: POST/PUT/PATCH/DELETE go to the primary and nowhere else. */
+static int pinned_to_primary(const mg_forward_t *f)
+{
+    return f->backend->balance == MG_BALANCE_PRIMARY_FOR_WRITES && mg_method_is_write(f->r->method);
+}
+
+static size_t primary_index(const mg_backend_conf_t *b)
+{
+    for (size_t i = 0; i < b->num_servers; i++)
+        if (strcmp(b->servers[i].url, b->primary) == 0)
+            return i;
+    return 0; /* config.c guarantees the primary is one of the servers */
+}
+
 static const mg_server_conf_t *pick_server(mg_forward_t *f)
 {
     mg_backend_conf_t *b = f->backend;
     if (f->attempt == 0) {
-        if (b->balance == MG_BALANCE_FIRST_AVAILABLE)
+        if (pinned_to_primary(f))
+            f->first_server = primary_index(b);
+        else if (b->balance == MG_BALANCE_FIRST_AVAILABLE)
             f->first_server = 0;
         else
             f->first_server = b->schedule[atomic_fetch_add_explicit(&b->next, 1, memory_order_relaxed) % b->schedule_len];
-        if (b->balance == MG_BALANCE_PRIMARY_FOR_WRITES && mg_method_is_write(f->r->method))
-            for (size_t i = 0; i < b->num_servers; i++)
-                if (strcmp(b->servers[i].url, b->primary) == 0)
-                    return &b->servers[f->first_server = i];
-    } else if (b->balance == MG_BALANCE_PRIMARY_FOR_WRITES && mg_method_is_write(f->r->method)) {
-        return &b->servers[f->first_server]; /* writes go to the primary only, retries too */
     }
     return &b->servers[(f->first_server + f->attempt) % b->num_servers];
+}
+
+/* Connect failures are retried on another server: idempotent methods only, at most
+ * `retries` times and num_servers - 1 times, never for a write pinned to the primary. */
+static int may_retry(const mg_forward_t *f)
+{
+    return f->attempt < f->backend->retries && f->attempt + 1 < f->backend->num_servers && mg_method_is_idempotent(f->r->method) &&
+           !pinned_to_primary(f);
 }
 
 static int configure_attempt(mg_forward_t *f)
@@ -507,8 +525,7 @@ static void on_failed_before_response(mg_forward_t *f, CURLcode result)
         return;
     }
     if (connect_failed(f, result)) {
-        /* a retry goes to another server, so there are at most num_servers - 1 */
-        if (f->attempt < f->backend->retries && f->attempt + 1 < f->backend->num_servers && mg_method_is_idempotent(f->r->method)) {
+        if (may_retry(f)) {
             f->attempt++;
             if (start_attempt(f) == 0)
                 return;
