@@ -223,6 +223,9 @@ static void set_common_options(mg_upstream_t *up, CURL *easy)
     /* the path was normalized by the gateway; curl must send it byte for byte */
     curl_easy_setopt(easy, CURLOPT_PATH_AS_IS, 1L);
     curl_easy_setopt(easy, CURLOPT_TCP_NODELAY, 1L);
+    /* backends are reached directly: an explicit empty proxy also spares curl the proxy
+     * environment variable lookups it would otherwise do on every request */
+    curl_easy_setopt(easy, CURLOPT_PROXY, "");
 }
 
 CURL *mg_upstream_acquire(mg_upstream_t *up)
