@@ -51,6 +51,21 @@ def test_primary_for_writes(start_gateway, backend_factory):
     assert {r.method for r in one.received()} == {"GET"}
 
 
+def test_primary_for_writes_never_retries_a_write_elsewhere(start_gateway, backend_factory):
+    other = backend_factory("other")
+    primary = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    backends = {"b": {"servers": [other.url, primary], "balance": "primary_for_writes", "primary": primary,
+                      "connect_timeout": "1s", "retries": 3}}
+    gw = start_gateway(gateway_config(free_port(), backends=backends, routes=[API]))
+
+    for method in ("PUT", "DELETE", "POST"):
+        status, headers, _ = request(gw.port, method, "/api/w", body=b"w")
+        assert status == 502 and headers["X-Matchgate-Error"] == "backend-unavailable", (method, status)
+    # reads still reach the server that is up (directly, or by a retry past the primary)
+    assert [request(gw.port, "GET", f"/api/r{i}")[0] for i in range(4)] == [200] * 4
+    assert {r.method for r in other.received()} == {"GET"}
+
+
 def test_weights_follow_the_schedule(start_gateway, backend_factory):
     one, two = backend_factory("one"), backend_factory("two")
     backends = {"b": {"servers": [one.url, {"url": two.url, "weight": 2}], "connect_timeout": "1s"}}

@@ -426,6 +426,8 @@ Test(compile_errors, unknown_kind)
     EXPECT_ERRORS("{pth: /x}", "test.yaml:1:2: unknown condition 'pth' (did you mean 'path'?)");
     EXPECT_ERRORS("{methods: GET}", "test.yaml:1:2: unknown condition 'methods' (did you mean 'method'?)");
     EXPECT_ERRORS("{zzzzzzzz: 1}", "test.yaml:1:2: unknown condition 'zzzzzzzz' (expected one of: path, method, all, any, not)");
+    EXPECT_ERRORS("{host: api.example.com}", "test.yaml:1:2: condition 'host' is not supported yet");
+    EXPECT_ERRORS("{all: [{header: {name: X, present: true}}]}", "test.yaml:1:9: condition 'header' is not supported yet");
 }
 
 Test(compile_errors, condition_shape)
