@@ -37,7 +37,7 @@ typedef struct mg_errors {
     struct mg_error_entry {
         char *text;
         int warning;
-    } *entries;
+    } * entries;
     size_t size, capacity;
     size_t num_errors, num_warnings;
 } mg_errors_t;
@@ -74,7 +74,7 @@ typedef struct mg_node_pair {
 
 struct mg_node {
     mg_node_kind_t kind;
-    const char *file; /* shared by all nodes of a document */
+    const char *file;      /* shared by all nodes of a document */
     unsigned line, column; /* 1-based */
     union {
         struct {
@@ -148,15 +148,15 @@ typedef struct mg_var {
 
 typedef struct mg_ctx {
     mg_str_t method;
-    mg_str_t scheme;   /* "http" or "https" */
-    mg_str_t host;     /* lower case, port removed */
-    mg_str_t path;     /* normalized (see mg_path_normalize), no query */
-    mg_str_t query;    /* after '?', without it; empty when absent */
-    mg_str_t peer;     /* client address as text */
+    mg_str_t scheme; /* "http" or "https" */
+    mg_str_t host;   /* lower case, port removed */
+    mg_str_t path;   /* normalized (see mg_path_normalize), no query */
+    mg_str_t query;  /* after '?', without it; empty when absent */
+    mg_str_t peer;   /* client address as text */
     const mg_header_t *headers;
     size_t num_headers;
-    int websocket;     /* the request is a WebSocket upgrade */
-    mg_str_t tenant;   /* empty when unidentified */
+    int websocket;   /* the request is a WebSocket upgrade */
+    mg_str_t tenant; /* empty when unidentified */
     mg_var_t vars[MG_CTX_MAX_VARS];
     size_t num_vars;
 } mg_ctx_t;

@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from rawhttp import RawBackend
 from support import BUILD, MATCHGATE, Backend, Gateway, check_no_sanitizer_report, to_yaml
 
 
@@ -75,3 +76,19 @@ def start_gateway(tmp_path, matchgate_bin):
         check_no_sanitizer_report(gw.stderr(), "matchgate")
         if gw.expect_clean_exit:
             assert rc == 0, f"matchgate exited with {rc} after SIGTERM:\n{gw.stderr()[-4000:]}"
+
+
+@pytest.fixture
+def raw_backend_factory():
+    """raw_backend_factory(handler) -> RawBackend: a scriptable TCP backend (rawhttp.py),
+    stopped after the test."""
+    started = []
+
+    def start(handler):
+        b = RawBackend(handler)
+        started.append(b)
+        return b
+
+    yield start
+    for b in started:
+        b.stop()

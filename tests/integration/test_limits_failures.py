@@ -8,24 +8,10 @@ import time
 
 import pytest
 
-from rawhttp import RawBackend, RawClient, read_request, read_response, serve_keepalive
+from rawhttp import RawClient, read_request, read_response, serve_keepalive
 from support import free_port, gateway_config, pattern_chunk, request, wait_until
 
 API = {"name": "api", "match": {"path": {"prefix": "/api"}}, "forward": "b"}
-
-
-@pytest.fixture
-def raw_backend_factory():
-    started = []
-
-    def start(handler):
-        b = RawBackend(handler)
-        started.append(b)
-        return b
-
-    yield start
-    for b in started:
-        b.stop()
 
 
 def backends_for(*urls, **extra):

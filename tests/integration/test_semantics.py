@@ -12,25 +12,11 @@ import time
 
 import pytest
 
-from rawhttp import RawBackend, RawClient, read_response, serve_keepalive
+from rawhttp import RawClient, read_response, serve_keepalive
 from support import free_port, gateway_config, pattern_chunk, request
 
 API = {"name": "api", "match": {"path": {"prefix": "/api"}}, "forward": "b"}
 MiB = 1 << 20
-
-
-@pytest.fixture
-def raw_backend_factory():
-    started = []
-
-    def start(handler):
-        b = RawBackend(handler)
-        started.append(b)
-        return b
-
-    yield start
-    for b in started:
-        b.stop()
 
 
 def api_gateway(start_gateway, url, **top):

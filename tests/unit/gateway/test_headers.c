@@ -10,7 +10,7 @@ static int hop(const char *name, const mg_conn_tokens_t *t)
 
 Test(headers, fixed_hop_by_hop_names)
 {
-    const char *hop_names[] = {"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
+    const char *hop_names[] = {"connection",          "keep-alive",      "te", "trailer", "transfer-encoding", "upgrade",
                                "proxy-authorization", "proxy-connection"};
     for (size_t i = 0; i < sizeof(hop_names) / sizeof(hop_names[0]); i++)
         cr_expect(hop(hop_names[i], NULL), "%s must be hop-by-hop", hop_names[i]);
@@ -76,8 +76,14 @@ Test(headers, unsafe_values)
 
 Test(accesslog, formats_one_json_line)
 {
-    mg_access_entry_t e = {.peer = MG_STR("127.0.0.1"), .method = MG_STR("GET"), .path = MG_STR("/a\"b\\c\n"), .status = 200,
-                           .bytes = 42, .duration_ms = 1.5, .route = MG_STR("api"), .request_id = MG_STR("abc")};
+    mg_access_entry_t e = {.peer = MG_STR("127.0.0.1"),
+                           .method = MG_STR("GET"),
+                           .path = MG_STR("/a\"b\\c\n"),
+                           .status = 200,
+                           .bytes = 42,
+                           .duration_ms = 1.5,
+                           .route = MG_STR("api"),
+                           .request_id = MG_STR("abc")};
     e.when.tv_sec = 0;
     e.when.tv_usec = 123000;
     char buf[MG_ACCESS_LINE_MAX];
