@@ -5,10 +5,8 @@ import json
 import socket
 import time
 
-import pytest
-
 from rawhttp import RawClient, read_response, serve_keepalive
-from support import free_port, gateway_config, pattern_chunk, pattern_sha256, request
+from support import free_port, gateway_config, pattern_chunk, request
 
 API = {"name": "api", "match": {"path": {"prefix": "/api"}}, "forward": "b"}
 MiB = 1 << 20
