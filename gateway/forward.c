@@ -10,6 +10,7 @@
  * response within it, not counting the time the transfer is paused because the client reads
  * slowly (a slow client is not a slow backend). It spans retries.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include "gateway/internal.h"
@@ -65,6 +66,8 @@ static void parse_status_line(mg_forward_t *f, const char *line, size_t len)
     const char *sp = memchr(line, ' ', len);
     if (sp == NULL || (size_t)(line + len - sp) < 4)
         return;
+    if (!isdigit((unsigned char)sp[1]) || !isdigit((unsigned char)sp[2]) || !isdigit((unsigned char)sp[3]))
+        return; /* status 0: never taken for a final head (curl refuses such a reply anyway) */
     f->status = (sp[1] - '0') * 100 + (sp[2] - '0') * 10 + (sp[3] - '0');
     const char *reason = sp + 4 < line + len ? sp + 5 : line + len;
     size_t rlen = (size_t)(line + len - reason);
