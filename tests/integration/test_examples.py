@@ -1,6 +1,6 @@
-"""The configuration files shipped in conf/ and the YAML examples of docs/configuration.md
-stay valid: `matchgate --check` accepts each file without warnings, and every YAML block of
-the documentation is one of those files, word for word."""
+"""The configuration files shipped in conf/, the YAML examples of docs/configuration.md and
+the one in README.md stay valid: `matchgate --check` accepts each without warnings, and every
+YAML block of the configuration documentation is one of the conf/ files, word for word."""
 
 import re
 
@@ -34,3 +34,15 @@ def test_documented_yaml_examples_are_checked_files():
     assert blocks, f"no YAML example in {CONFIGURATION_DOC}"
     for block in blocks:
         assert block in files, f"this YAML example of {CONFIGURATION_DOC.name} is not a file in conf/:\n{block}"
+
+
+def test_readme_example_passes_check(tmp_path):
+    blocks = re.findall(r"^```yaml\n(.*?)^```$", (REPO / "README.md").read_text(), re.S | re.M)
+    assert len(blocks) == 1, "README.md shows one configuration"
+    path = tmp_path / "readme.yaml"
+    path.write_text(blocks[0])
+
+    res = run_matchgate("--check", "-c", path)
+
+    assert res.returncode == 0, res.stderr
+    assert "warning" not in res.stderr, res.stderr
