@@ -65,6 +65,16 @@ void mg_client_watch_start(mg_client_watch_t *cw, mg_timers_t *timers, h2o_req_t
         mg_timer_set(&cw->arm, ARM_DELAY_MS);
 }
 
+int mg_client_abort(h2o_req_t *req)
+{
+    h2o_socket_t *client = req->version < 0x200 ? req->conn->callbacks->get_socket(req->conn) : NULL;
+    if (client == NULL)
+        return -1;
+    /* the pending write fails, and h2o closes the connection and frees the request */
+    shutdown(h2o_socket_get_fd(client), SHUT_RDWR);
+    return 0;
+}
+
 void mg_client_watch_stop(mg_client_watch_t *cw)
 {
     mg_timer_cancel(&cw->arm);

@@ -8,7 +8,10 @@
  *
  * Timeouts: connect_timeout is curl's. `timeout` is ours: the backend must deliver the whole
  * response within it, not counting the time the transfer is paused because the client reads
- * slowly (a slow client is not a slow backend). It spans retries.
+ * slowly (a slow client is not a slow backend). It spans retries. The other way round, an
+ * HTTP/1 client that accepts none of a pending send for client_idle_timeout is dropped
+ * (`stall`): h2o 2.2.5 has no write timeout, and a stalled reader would otherwise hold its
+ * connection and the paused backend transfer forever.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -26,6 +29,8 @@ typedef struct mg_forward {
     h2o_buffer_t *recv, *sending;
     h2o_linklist_t flush_link;
     mg_timer_t timeout;
+    mg_timer_t stall;
+    h2o_req_t *client_req; /* kept after the final send, for the stall guard */
     mg_client_watch_t client_watch;
     uint64_t timeout_left_ms;   /* while paused */
     struct curl_slist *headers; /* nodes live in the request's pool */
@@ -206,6 +211,7 @@ static void on_proceed(h2o_generator_t *generator, h2o_req_t *req)
 {
     mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, generator, generator);
     f->send_active = 0;
+    mg_timer_cancel(&f->stall);
     h2o_buffer_consume(&f->sending, f->sending->size);
     if (f->paused && !f->finished) {
         f->paused = 0;
@@ -247,6 +253,8 @@ static void try_send(mg_forward_t *f)
     } else {
         f->send_active = 1;
     }
+    if (req->version < 0x200) /* HTTP/2 flow control stalls one stream, not the connection */
+        mg_timer_set(&f->stall, f->r->worker->gw->conf->limits.client_idle_timeout_ms);
     h2o_send(req, &buf, buf.len != 0, state);
 }
 
@@ -575,6 +583,15 @@ static void on_timeout(mg_timer_t *timer)
     }
 }
 
+static void on_stall(mg_timer_t *timer)
+{
+    mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, stall, timer);
+    release_transfer(f);
+    f->finished = 1; /* nothing more is read from the backend */
+    f->result = CURLE_WRITE_ERROR;
+    mg_client_abort(f->client_req);
+}
+
 static void on_flush(void *arg)
 {
     mg_worker_t *w = arg;
@@ -599,6 +616,8 @@ static mg_forward_t *forward_new(mg_request_t *r)
     f->generator.proceed = on_proceed;
     f->generator.stop = on_stop;
     mg_timer_init(&f->timeout, &r->worker->timers, on_timeout);
+    mg_timer_init(&f->stall, &r->worker->timers, on_stall);
+    f->client_req = req;
     h2o_buffer_init(&f->recv, &h2o_socket_buffer_prototype);
     h2o_buffer_init(&f->sending, &h2o_socket_buffer_prototype);
     r->forward = f;
@@ -642,6 +661,7 @@ void mg_forward_cancel(mg_request_t *r)
         return;
     r->forward = NULL;
     release_transfer(f);
+    mg_timer_cancel(&f->stall);
     h2o_buffer_dispose(&f->recv);
     h2o_buffer_dispose(&f->sending);
 }

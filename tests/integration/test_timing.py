@@ -114,3 +114,32 @@ def test_client_half_close_after_request_still_gets_response_or_499(start_gatewa
         assert entries["/api/slow"]["status"] == resp.status, (resp, entries["/api/slow"])
     else:
         assert entries["/api/slow"]["status"] == 499
+
+
+def test_client_that_stops_reading_is_dropped_after_client_idle_timeout(start_gateway, backend, tmp_path):
+    log = tmp_path / "access.log"
+    gw = gateway(start_gateway, backend.url, access_log=str(log), limits={"client_idle_timeout": "1s"})
+
+    sock = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    try:
+        sock.sendall(f"GET /api/bytes?n={64 * MiB} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+        time.sleep(2.5)  # read nothing for longer than client_idle_timeout
+        sock.settimeout(5)
+        got, started = 0, time.monotonic()
+        while time.monotonic() - started < 5:
+            try:
+                chunk = sock.recv(1 << 20)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            got += len(chunk)
+    finally:
+        sock.close()
+
+    assert got < 64 * MiB, "a client that stalled was still served in full"
+    # the gateway let go of the connection and the backend transfer, and keeps serving
+    assert request(gw.port, "GET", "/api/after")[0] == 200
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    assert any(e["path"] == "/api/bytes" for e in entries), entries
