@@ -220,8 +220,11 @@ static void parse_primary(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
     }
     if (mg_node_to_str(node, &s, cl->errs) != 0 || (backend->primary = normalize_url(cl, node, s)) == NULL)
         return;
-    if (backend->num_servers != 0 && find_server(backend, backend->primary) < 0)
+    int index = backend->num_servers != 0 ? find_server(backend, backend->primary) : -1;
+    if (index < 0)
         mg_errors_add(cl->errs, node, "primary '%s' is not one of the backend's servers", s);
+    else
+        backend->primary_index = (size_t)index;
 }
 
 static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *key, const mg_node_t *map)

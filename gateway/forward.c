@@ -416,20 +416,12 @@ static int pinned_to_primary(const mg_forward_t *f)
     return f->backend->balance == MG_BALANCE_PRIMARY_FOR_WRITES && mg_method_is_write(f->r->method);
 }
 
-static size_t primary_index(const mg_backend_conf_t *b)
-{
-    for (size_t i = 0; i < b->num_servers; i++)
-        if (strcmp(b->servers[i].url, b->primary) == 0)
-            return i;
-    return 0; /* config.c guarantees the primary is one of the servers */
-}
-
 static const mg_server_conf_t *pick_server(mg_forward_t *f)
 {
     mg_backend_conf_t *b = f->backend;
     if (f->attempt == 0) {
         if (pinned_to_primary(f))
-            f->first_server = primary_index(b);
+            f->first_server = b->primary_index;
         else if (b->balance == MG_BALANCE_FIRST_AVAILABLE)
             f->first_server = 0;
         else
@@ -547,26 +539,26 @@ static void on_failed_before_response(mg_forward_t *f, CURLcode result)
     fail(f, 502, "backend-unavailable", curl_easy_strerror(result));
 }
 
+/* The transfer is over: what `recv` holds goes out with the end of the response (an error
+ * ends it abnormally). */
+static void finish(mg_forward_t *f, CURLcode result)
+{
+    f->finished = 1;
+    f->result = result;
+    try_send(f);
+}
+
 static void on_done(CURL *easy, CURLcode result, void *transfer)
 {
     mg_forward_t *f = transfer;
     mg_timer_cancel(&f->timeout);
     if (f->r->req == NULL)
         return;
-    if (result == CURLE_OK && f->head_done && !f->too_many_headers) {
-        f->finished = 1;
-        f->result = result;
-        try_send(f);
-    } else if (!f->started) {
-        if (result == CURLE_OK)
-            result = CURLE_WEIRD_SERVER_REPLY;
-        on_failed_before_response(f, result);
-    } else {
-        /* the client already has part of the response: all we can do is cut it short */
-        f->finished = 1;
-        f->result = result;
-        try_send(f);
-    }
+    /* once the client has part of the response, an error can only cut it short */
+    if (f->started || (result == CURLE_OK && f->head_done && !f->too_many_headers))
+        finish(f, result);
+    else
+        on_failed_before_response(f, result == CURLE_OK ? CURLE_WEIRD_SERVER_REPLY : result);
 }
 
 static void on_timeout(mg_timer_t *timer)
@@ -574,13 +566,10 @@ static void on_timeout(mg_timer_t *timer)
     mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, timeout, timer);
     f->timed_out = 1;
     release_transfer(f);
-    if (!f->started) {
+    if (!f->started)
         on_failed_before_response(f, CURLE_OPERATION_TIMEDOUT);
-    } else {
-        f->finished = 1;
-        f->result = CURLE_OPERATION_TIMEDOUT;
-        try_send(f);
-    }
+    else
+        finish(f, CURLE_OPERATION_TIMEDOUT);
 }
 
 static void on_stall(mg_timer_t *timer)

@@ -41,7 +41,8 @@ typedef struct mg_backend_conf {
     size_t *schedule;
     size_t schedule_len;
     mg_balance_t balance;
-    char *primary; /* primary_for_writes only: one of the servers' urls */
+    char *primary;        /* primary_for_writes only: one of the servers' urls */
+    size_t primary_index; /* ... and its index in `servers` */
     uint64_t connect_timeout_ms;
     uint64_t timeout_ms;
     unsigned retries;

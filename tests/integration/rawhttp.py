@@ -108,6 +108,20 @@ class Response:
         return f"<Response {self.status} {len(self.body)} bytes complete={self.complete} {self.error or ''} {self.headers}>"
 
 
+def read_chunked(stream, timeout, parts=None):
+    """Reads a chunked body (RFC 9112 7.1) and its trailers; the chunks read so far stay in
+    `parts` when it is cut short."""
+    parts = [] if parts is None else parts
+    while True:
+        size = int(stream.read_until(b"\r\n", timeout).split(b";")[0].strip(), 16)
+        if size == 0:
+            while stream.read_until(b"\r\n", timeout) != b"\r\n":
+                pass
+            return b"".join(parts)
+        parts.append(stream.read_exact(size, timeout))
+        assert stream.read_exact(2, timeout) == b"\r\n", "chunk not followed by CRLF"
+
+
 def read_response(stream, method="GET", timeout=5.0, allow_interim=False):
     """Reads one response as framed by RFC 9112 6.3. Interim (1xx) heads are returned on their own
     when `allow_interim`, and skipped otherwise."""
@@ -128,19 +142,10 @@ def read_response(stream, method="GET", timeout=5.0, allow_interim=False):
     if method == "HEAD" or status in (204, 304):
         return resp
     assert te is None or te.lower() == "chunked", f"unexpected transfer-encoding {te!r}"
+    parts = []
     try:
         if te is not None:
-            parts = []
-            while True:
-                size = int(stream.read_until(b"\r\n", timeout).split(b";")[0].strip(), 16)
-                if size == 0:
-                    while stream.read_until(b"\r\n", timeout) != b"\r\n":
-                        pass
-                    break
-                parts.append(stream.read_exact(size, timeout))
-                assert stream.read_exact(2, timeout) == b"\r\n", "chunk not followed by CRLF"
-                resp.body = b"".join(parts)
-            resp.body = b"".join(parts)
+            resp.body = read_chunked(stream, timeout, parts)
         elif cl is not None:
             resp.body = stream.read_exact(int(cl), timeout)
         else:
@@ -149,7 +154,7 @@ def read_response(stream, method="GET", timeout=5.0, allow_interim=False):
         # cut short, or framing a client cannot parse: either way not a complete response
         resp.complete = False
         resp.error = repr(e)
-        resp.body = resp.body or stream.buf
+        resp.body = resp.body or b"".join(parts) or stream.buf
     return resp
 
 
@@ -205,16 +210,7 @@ def read_request(stream, timeout=10.0):
     method, target, _ = start.split(" ", 2)
     req = RawRequest(method, target, headers, b"")
     if (req.get("transfer-encoding") or "").lower() == "chunked":
-        parts = []
-        while True:
-            size = int(stream.read_until(b"\r\n", timeout).split(b";")[0].strip(), 16)
-            if size == 0:
-                while stream.read_until(b"\r\n", timeout) != b"\r\n":
-                    pass
-                break
-            parts.append(stream.read_exact(size, timeout))
-            stream.read_exact(2, timeout)
-        req.body = b"".join(parts)
+        req.body = read_chunked(stream, timeout)
     elif req.get("content-length"):
         req.body = stream.read_exact(int(req.get("content-length")), timeout)
     return req

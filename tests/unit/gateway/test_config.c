@@ -107,7 +107,7 @@ static const char full[] = "listen:\n"
                            "      - \"http://127.0.0.1:9001\"\n"
                            "      - {url: \"http://127.0.0.1:9002/app/\", weight: 2}\n"
                            "    balance: primary_for_writes\n"
-                           "    primary: \"http://127.0.0.1:9001/\"\n"
+                           "    primary: \"http://127.0.0.1:9002/app/\"\n"
                            "    connect_timeout: 250ms\n"
                            "    timeout: 1h\n"
                            "    retries: 0\n"
@@ -199,7 +199,8 @@ Test(config, backends_and_routes_from_the_full_example)
     cr_assert_str_eq(crm->servers[1].url, "http://127.0.0.1:9002/app");
     cr_assert_eq(crm->servers[1].weight, 2);
     cr_assert_eq(crm->balance, MG_BALANCE_PRIMARY_FOR_WRITES);
-    cr_assert_str_eq(crm->primary, "http://127.0.0.1:9001");
+    cr_assert_str_eq(crm->primary, "http://127.0.0.1:9002/app");
+    cr_assert_eq(crm->primary_index, 1);
     cr_assert_eq(crm->connect_timeout_ms, 250);
     cr_assert_eq(crm->timeout_ms, 3600000);
     cr_assert_eq(crm->retries, 0);
