@@ -22,10 +22,35 @@ static int mg_all_match(const mg_matcher_t *self, mg_ctx_t *ctx)
     return 1;
 }
 
+/* Every child's requirement holds at once. Two different exact hosts (or paths) cannot both
+ * hold; the first is kept, which is still a correct requirement: such a route never matches. */
+static void mg_all_keys(const mg_matcher_t *self, mg_matcher_keys_t *keys)
+{
+    const mg_matcher_list_t *list = self->data;
+    for (size_t i = 0; i != list->size; ++i) {
+        mg_matcher_keys_t child = {.complete = 1};
+        mg_matcher_get_keys(list->items[i], &child);
+        keys->complete &= child.complete;
+        if (child.host.len != 0 && keys->host.len == 0)
+            keys->host = child.host;
+        else if (child.host.len != 0)
+            keys->complete = 0;
+        if (child.has_path && !keys->has_path) {
+            keys->path = child.path;
+            keys->path_prefix = child.path_prefix;
+            keys->has_path = 1;
+        } else if (child.has_path) {
+            keys->complete = 0;
+        }
+    }
+}
+
 const mg_matcher_ops_t mg_matcher_all = {
     .name = "all",
     .compile = mg_all_compile,
     .match = mg_all_match,
     .dispose = mg_matcher_list_dispose,
     .describe = mg_matcher_list_describe,
+    .keys = mg_all_keys,
+    .binds = mg_matcher_list_binds,
 };

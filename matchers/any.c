@@ -21,4 +21,5 @@ const mg_matcher_ops_t mg_matcher_any = {
     .match = mg_any_match,
     .dispose = mg_matcher_list_dispose,
     .describe = mg_matcher_list_describe,
+    .binds = mg_matcher_list_binds,
 };

@@ -25,22 +25,33 @@ static int mg_str_eq_lower(mg_str_t lower, mg_str_t any)
     return 1;
 }
 
-int mg_ctx_set_var(mg_ctx_t *ctx, mg_str_t name, mg_str_t value)
+int mg_ctx_set_var_flags(mg_ctx_t *ctx, mg_str_t name, mg_str_t value, int flags)
 {
     if (ctx->num_vars >= MG_CTX_MAX_VARS)
         return -1;
-    ctx->vars[ctx->num_vars++] = (mg_var_t){name, value};
+    ctx->vars[ctx->num_vars++] = (mg_var_t){name, value, flags};
     return 0;
 }
 
-const mg_str_t *mg_ctx_get_var(const mg_ctx_t *ctx, mg_str_t name)
+int mg_ctx_set_var(mg_ctx_t *ctx, mg_str_t name, mg_str_t value)
+{
+    return mg_ctx_set_var_flags(ctx, name, value, 0);
+}
+
+const mg_var_t *mg_ctx_find_var(const mg_ctx_t *ctx, mg_str_t name)
 {
     /* Newest first: a later binding shadows an earlier one. */
     for (size_t i = ctx->num_vars; i != 0; --i) {
         if (mg_str_eq(ctx->vars[i - 1].name, name))
-            return &ctx->vars[i - 1].value;
+            return &ctx->vars[i - 1];
     }
     return NULL;
+}
+
+const mg_str_t *mg_ctx_get_var(const mg_ctx_t *ctx, mg_str_t name)
+{
+    const mg_var_t *v = mg_ctx_find_var(ctx, name);
+    return v != NULL ? &v->value : NULL;
 }
 
 const mg_str_t *mg_ctx_get_header(const mg_ctx_t *ctx, mg_str_t name)

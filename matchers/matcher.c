@@ -122,6 +122,21 @@ size_t mg_matcher_describe(const mg_matcher_t *m, char *buf, size_t size)
     return m->ops->describe(m, buf, size);
 }
 
+void mg_matcher_get_keys(const mg_matcher_t *m, mg_matcher_keys_t *keys)
+{
+    if (m == NULL)
+        return;
+    if (m->ops->keys != NULL)
+        m->ops->keys(m, keys);
+    else
+        keys->complete = 0;
+}
+
+int mg_matcher_binds(const mg_matcher_t *m, mg_str_t name)
+{
+    return m != NULL && m->ops->binds != NULL && m->ops->binds(m, name);
+}
+
 void mg_matcher_free(mg_matcher_t *m)
 {
     if (m == NULL)
@@ -194,6 +209,16 @@ void mg_matcher_list_dispose(mg_matcher_t *self)
         mg_matcher_free(list->items[i]);
     free(list->items);
     free(list);
+}
+
+int mg_matcher_list_binds(const mg_matcher_t *self, mg_str_t name)
+{
+    const mg_matcher_list_t *list = self->data;
+    for (size_t i = 0; i != list->size; ++i) {
+        if (mg_matcher_binds(list->items[i], name))
+            return 1;
+    }
+    return 0;
 }
 
 size_t mg_matcher_list_describe(const mg_matcher_t *self, char *buf, size_t size)

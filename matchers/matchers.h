@@ -139,10 +139,28 @@ typedef struct mg_header {
     mg_str_t value;
 } mg_header_t;
 
+/* A variable's value is borrowed from the request. MG_VAR_ENCODED: it is percent-encoded (a
+ * slice of the normalized path or of the query): templates decode it before inserting it
+ * anywhere but a path, and always check its decoded form for CR, LF and NUL. */
+#define MG_VAR_ENCODED 1
+
 typedef struct mg_var {
     mg_str_t name;
     mg_str_t value;
+    int flags;
 } mg_var_t;
+
+/* Request-lifetime memory (an h2o pool in the gateway, an arena in tests and benchmarks).
+ * Never returns NULL. Matching uses it only to decode a %-escaped query value. */
+typedef struct mg_alloc {
+    void *(*fn)(void *arg, size_t size);
+    void *arg;
+} mg_alloc_t;
+
+static inline void *mg_alloc(const mg_alloc_t *a, size_t size)
+{
+    return a->fn(a->arg, size);
+}
 
 #define MG_CTX_MAX_VARS 32
 
@@ -157,14 +175,19 @@ typedef struct mg_ctx {
     size_t num_headers;
     int websocket;   /* the request is a WebSocket upgrade */
     mg_str_t tenant; /* empty when unidentified */
+    mg_alloc_t alloc;
     mg_var_t vars[MG_CTX_MAX_VARS];
     size_t num_vars;
 } mg_ctx_t;
 
 /* Binds `name` to `value` (a later binding shadows an earlier one). -1 when the table is full. */
 int mg_ctx_set_var(mg_ctx_t *ctx, mg_str_t name, mg_str_t value);
+/* Same with flags (MG_VAR_ENCODED). */
+int mg_ctx_set_var_flags(mg_ctx_t *ctx, mg_str_t name, mg_str_t value, int flags);
 /* The latest binding of `name`, or NULL. */
 const mg_str_t *mg_ctx_get_var(const mg_ctx_t *ctx, mg_str_t name);
+/* The latest binding of `name` with its flags, or NULL. */
+const mg_var_t *mg_ctx_find_var(const mg_ctx_t *ctx, mg_str_t name);
 /* The first header named `name` (lower case), or NULL. */
 const mg_str_t *mg_ctx_get_header(const mg_ctx_t *ctx, mg_str_t name);
 
@@ -176,11 +199,36 @@ const mg_str_t *mg_ctx_get_header(const mg_ctx_t *ctx, mg_str_t name);
  */
 long mg_path_normalize(const char *in, size_t len, char *out);
 
+/*
+ * Percent-decodes `in` into `out` (which must hold `len` bytes); with `plus`, '+' means a
+ * space (query strings). Malformed escapes are kept as written. Returns the length written.
+ */
+size_t mg_percent_decode(const char *in, size_t len, char *out, int plus);
+
+/*
+ * The first value of query parameter `name` (compared after decoding) in `query` (without
+ * '?'), still encoded; `*found` says whether it was there ("?a" and "?a=" give an empty
+ * value). Parameters are split on '&'.
+ */
+mg_str_t mg_query_param(mg_str_t query, mg_str_t name, int *found);
+
 /* ---------------------------------------------------------------------------------------
  * Matchers: one kind per file behind this vtable. Adding a kind is adding a file and a line
  * in the table in matcher.c.
  */
 typedef struct mg_matcher mg_matcher_t;
+
+/*
+ * What a condition requires of every request it matches, for the route index and the
+ * can-never-match warnings. Empty strings mean "no requirement of that kind".
+ */
+typedef struct mg_matcher_keys {
+    mg_str_t host;   /* an exact host (lower case) the request must have */
+    mg_str_t path;   /* a normalized path the request must have (exact) or start with (prefix) */
+    int path_prefix; /* path is a prefix on segment boundaries ("" = "/") */
+    int has_path;
+    int complete;    /* the condition tests nothing but these keys */
+} mg_matcher_keys_t;
 
 typedef struct mg_matcher_ops {
     const char *name; /* the condition's key in YAML: "path", "all", ... */
@@ -192,6 +240,12 @@ typedef struct mg_matcher_ops {
     void (*dispose)(mg_matcher_t *self);
     /* Writes a JSON value describing the matcher, snprintf-style; returns the length needed. */
     size_t (*describe)(const mg_matcher_t *self, char *buf, size_t size);
+    /* Optional: adds what every match requires to *keys (which starts zeroed with complete=1).
+     * A kind without it makes the keys incomplete. */
+    void (*keys)(const mg_matcher_t *self, mg_matcher_keys_t *keys);
+    /* Optional: 1 when a successful match may bind variable `name` (templates are checked
+     * against this at load: an unknown variable is a configuration error). */
+    int (*binds)(const mg_matcher_t *self, mg_str_t name);
 } mg_matcher_ops_t;
 
 struct mg_matcher {
@@ -209,6 +263,10 @@ mg_matcher_t *mg_matcher_compile(const mg_node_t *cond, mg_errors_t *errs);
 /* 1 on match, 0 otherwise; on 0 every variable bound during the attempt is undone. */
 int mg_matcher_match(const mg_matcher_t *m, mg_ctx_t *ctx);
 size_t mg_matcher_describe(const mg_matcher_t *m, char *buf, size_t size);
+/* What every request matched by `m` has (see mg_matcher_keys_t); `m` may be NULL (always). */
+void mg_matcher_get_keys(const mg_matcher_t *m, mg_matcher_keys_t *keys);
+/* 1 when a match of `m` may bind `name`. */
+int mg_matcher_binds(const mg_matcher_t *m, mg_str_t name);
 void mg_matcher_free(mg_matcher_t *m);
 /* The kinds known, NULL-terminated (for "did you mean" and docs). */
 extern const char *const mg_matcher_kind_names[];
@@ -236,6 +294,8 @@ int mg_matcher_list_compile(mg_matcher_t *self, const mg_node_t *arg, mg_errors_
 /* Same from a mapping whose every key/value pair is one condition (the implicit `all`). */
 int mg_matcher_list_compile_pairs(mg_matcher_t *self, const mg_node_t *map, mg_errors_t *errs);
 void mg_matcher_list_dispose(mg_matcher_t *self);
+/* binds for list kinds: any child may bind it. */
+int mg_matcher_list_binds(const mg_matcher_t *self, mg_str_t name);
 size_t mg_matcher_list_describe(const mg_matcher_t *self, char *buf, size_t size);
 
 /*
@@ -248,5 +308,24 @@ size_t mg_matcher_describe_text(char *buf, size_t size, size_t off, const char *
 size_t mg_matcher_describe_str(char *buf, size_t size, size_t off, mg_str_t s);
 /* A child matcher's description. */
 size_t mg_matcher_describe_child(char *buf, size_t size, size_t off, const mg_matcher_t *child);
+
+/*
+ * Regular expressions (regex.c): PCRE2, compiled and JIT-compiled at load. Matching uses match
+ * data owned by the calling thread (created on its first match, freed when it exits), so a
+ * match never allocates.
+ */
+typedef struct mg_regex mg_regex_t;
+
+/* Compiles the string in scalar `node`; a bad pattern is an error at the node naming the offset
+ * ("invalid regex at offset 5: missing closing parenthesis"). `caseless` for host names. */
+mg_regex_t *mg_regex_compile(const mg_node_t *node, int caseless, mg_errors_t *errs);
+/* 1 on match; named groups that took part are bound as variables with `var_flags`. On 0 (or
+ * when the variable table is full, which counts as no match) nothing is bound. */
+int mg_regex_match(const mg_regex_t *re, mg_str_t subject, mg_ctx_t *ctx, int var_flags);
+/* 1 when the pattern has a named group `name`. */
+int mg_regex_binds(const mg_regex_t *re, mg_str_t name);
+/* The pattern as written. */
+mg_str_t mg_regex_pattern(const mg_regex_t *re);
+void mg_regex_free(mg_regex_t *re);
 
 #endif

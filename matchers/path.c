@@ -16,7 +16,7 @@ typedef struct mg_path {
     size_t len;
 } mg_path_t;
 
-static const char *const mg_path_keys[] = {"exact", "prefix", NULL};
+static const char *const mg_path_fields[] = {"exact", "prefix", NULL};
 
 static int mg_path_check(const mg_node_t *node, const char *s, mg_errors_t *errs)
 {
@@ -54,7 +54,7 @@ static int mg_path_read(mg_path_t *p, const mg_node_t *node, mg_errors_t *errs)
 
 static int mg_path_compile_mapping(mg_path_t *p, const mg_node_t *arg, mg_errors_t *errs)
 {
-    if (mg_node_check_keys(arg, mg_path_keys, errs) != 0)
+    if (mg_node_check_keys(arg, mg_path_fields, errs) != 0)
         return -1;
     const mg_node_t *exact = mg_node_get(arg, "exact"), *prefix = mg_node_get(arg, "prefix");
     if ((exact == NULL) == (prefix == NULL)) {
@@ -91,7 +91,7 @@ static int mg_path_match(const mg_matcher_t *self, mg_ctx_t *ctx)
         return 0;
     /* A full variable table fails the match rather than hand a template an unbound name. */
     mg_str_t remainder = p->len != 0 ? mg_str(path.base + p->len, path.len - p->len) : path;
-    return mg_ctx_set_var(ctx, MG_STR("remainder"), remainder) == 0;
+    return mg_ctx_set_var_flags(ctx, MG_STR("remainder"), remainder, MG_VAR_ENCODED) == 0;
 }
 
 static void mg_path_dispose(mg_matcher_t *self)
@@ -116,10 +116,26 @@ static size_t mg_path_describe(const mg_matcher_t *self, char *buf, size_t size)
     return mg_matcher_describe_text(buf, size, off, "}}");
 }
 
+static void mg_path_keys(const mg_matcher_t *self, mg_matcher_keys_t *keys)
+{
+    const mg_path_t *p = self->data;
+    keys->path = mg_str(p->value, p->len);
+    keys->path_prefix = p->prefix;
+    keys->has_path = 1;
+}
+
+static int mg_path_binds(const mg_matcher_t *self, mg_str_t name)
+{
+    const mg_path_t *p = self->data;
+    return p->prefix && name.len == 9 && memcmp(name.base, "remainder", 9) == 0;
+}
+
 const mg_matcher_ops_t mg_matcher_path = {
     .name = "path",
     .compile = mg_path_compile,
     .match = mg_path_match,
     .dispose = mg_path_dispose,
     .describe = mg_path_describe,
+    .keys = mg_path_keys,
+    .binds = mg_path_binds,
 };

@@ -25,13 +25,60 @@ const mg_node_t *mg_doc_root(const mg_doc_t *doc);
 void mg_doc_free(mg_doc_t *doc);
 
 /* ---------------------------------------------------------------------------------------
+ * Templates (template.c): "/${tenant}/crmapp${remainder}", compiled once into literal and
+ * variable pieces; expanding one never parses it again.
+ *
+ * Variables: ${tenant} ${host} ${path} ${query} ${method} ${remainder}, ${header.<Name>},
+ * ${query.<name>} and named regex captures. Where a value lands decides its encoding: a
+ * path or query target gets other values percent-encoded, a header gets decoded values.
+ */
+typedef enum mg_template_target {
+    MG_TARGET_HEADER, /* a header value (also forward.host) */
+    MG_TARGET_PATH,   /* rewrite_path: the result is normalized again */
+    MG_TARGET_QUERY,  /* set_query */
+    MG_TARGET_URL,    /* redirect location */
+} mg_template_target_t;
+
+typedef struct mg_template mg_template_t;
+
+/* Whether variable `name` (a capture or `remainder`) can be bound where the template is used. */
+typedef int (*mg_template_known_t)(void *arg, mg_str_t name);
+
+/* Compiles the string in scalar `node`. An unknown variable, "${" without "}" or an empty
+ * name is an error at the node naming the variable. */
+mg_template_t *mg_template_compile(const mg_node_t *node, mg_template_target_t target, mg_template_known_t known, void *arg,
+                                   mg_errors_t *errs);
+/* Expands into ctx->alloc memory. -1 when the value would contain CR, LF or NUL (the request
+ * gets a 400 and nothing is sent). */
+int mg_template_expand(const mg_template_t *t, const mg_ctx_t *ctx, mg_str_t *out);
+/* The template as written. */
+mg_str_t mg_template_source(const mg_template_t *t);
+void mg_template_free(mg_template_t *t);
+
+/* ---------------------------------------------------------------------------------------
  * Routes
  */
 typedef enum mg_route_kind {
-    MG_ROUTE_BRANCH,  /* `routes:` children */
-    MG_ROUTE_FORWARD, /* `forward: NAME` or `{backend: NAME, host: H}` */
-    MG_ROUTE_RESPOND, /* `respond: {status, body, headers}` */
+    MG_ROUTE_BRANCH,   /* `routes:` children */
+    MG_ROUTE_FORWARD,  /* `forward: NAME` or `{backend: NAME, host: H}` */
+    MG_ROUTE_RESPOND,  /* `respond: {status, body, headers}` */
+    MG_ROUTE_REDIRECT, /* `redirect: {location: T, status: 301|302|307|308}` */
 } mg_route_kind_t;
+
+typedef enum mg_action_kind {
+    MG_ACTION_SET_HEADER,    /* replaces every header of that name */
+    MG_ACTION_ADD_HEADER,    /* appends one more */
+    MG_ACTION_REMOVE_HEADER, /* value is NULL */
+    MG_ACTION_REWRITE_PATH,  /* keeps the query */
+    MG_ACTION_SET_METHOD,
+    MG_ACTION_SET_QUERY,
+} mg_action_kind_t;
+
+typedef struct mg_action {
+    mg_action_kind_t kind;
+    mg_str_t name;         /* header actions: lower case, owned */
+    mg_template_t *value;  /* NULL for remove_header */
+} mg_action_t;
 
 typedef struct mg_route mg_route_t;
 
@@ -41,11 +88,17 @@ struct mg_route {
     unsigned line, column;
     mg_matcher_t *match; /* NULL: always matches */
     mg_route_kind_t kind;
+    mg_action_t *actions; /* applied in order when this route or one of its children is chosen */
+    size_t num_actions;
     struct {
         char *backend_name;
-        void *backend; /* what the resolver returned for backend_name */
-        char *host;    /* NULL: keep the client's Host */
+        void *backend;       /* what the resolver returned for backend_name */
+        char *host;          /* NULL: keep the client's Host (becomes a template with actions) */
     } forward;
+    struct {
+        mg_template_t *location;
+        int status;
+    } redirect;
     struct {
         int status;
         char *body;
@@ -58,10 +111,13 @@ struct mg_route {
     const mg_route_t *parent;
 };
 
+typedef struct mg_route_index mg_route_index_t;
+
 typedef struct mg_routes {
     mg_route_t **routes; /* top level, in order */
     size_t size;
     char *file;
+    mg_route_index_t *index; /* for the top level; NULL when linear evaluation is as fast */
 } mg_routes_t;
 
 /* Maps a backend name used by `forward` to the caller's backend object; NULL = undefined. */
@@ -81,6 +137,25 @@ mg_routes_t *mg_routes_compile(const mg_node_t *seq, mg_backend_resolver_t resol
  * Returns the chosen leaf route (never a branch) or NULL. On NULL, ctx->num_vars is as on entry.
  */
 const mg_route_t *mg_routes_match(const mg_routes_t *routes, mg_ctx_t *ctx);
+
+/* The same result by plain linear evaluation, without the index (tests, fuzzing). */
+const mg_route_t *mg_routes_match_linear(const mg_routes_t *routes, mg_ctx_t *ctx);
+
+/* What applying a chosen route produced besides the edits to the context. */
+typedef struct mg_route_result {
+    int headers_changed; /* ctx->headers is a new array (in ctx->alloc memory) */
+    mg_str_t host;       /* forward: the Host to send, or empty to keep the client's */
+    mg_str_t location;   /* redirect: the expanded location */
+    const char *error;   /* on -1: why, for the 400 body ("header 'x-a' would contain CR or LF") */
+} mg_route_result_t;
+
+/*
+ * Applies the actions of `leaf` and of its ancestors, root first, each in order, to the
+ * context: later actions see the effect of earlier ones (${path} after rewrite_path is the
+ * new path). Then expands the terminal's templates. 0, or -1 when a value would contain CR,
+ * LF or NUL or a rewritten path leaves the root: the request must get a 400.
+ */
+int mg_route_apply(const mg_route_t *leaf, mg_ctx_t *ctx, mg_route_result_t *res);
 
 /* Number of routes in the whole tree (branches included). */
 size_t mg_routes_count(const mg_routes_t *routes);
