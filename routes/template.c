@@ -35,7 +35,7 @@ typedef enum mg_piece_kind {
 
 typedef struct mg_piece {
     mg_piece_kind_t kind;
-    mg_template_target_t target; /* the template's, except after the '?' of a URL (query) */
+    mg_template_target_t target; /* how values are written: a URL's are a path's, a query's after its '?' */
     int may_be_bound;            /* a builtin that a capture of the same name shadows */
     mg_str_t text;               /* literal text or name, in the template's `strings` */
 } mg_piece_t;
@@ -78,6 +78,7 @@ typedef struct mg_template_builder {
     mg_errors_t *errs;
     char *next; /* where the next string goes in t->strings */
     mg_template_target_t target;
+    int in_query; /* a URL's text so far has a '?' */
 } mg_template_builder_t;
 
 static int mg_known(const mg_template_builder_t *b, mg_str_t name)
@@ -96,7 +97,9 @@ static mg_str_t mg_keep_string(mg_template_builder_t *b, const char *s, size_t l
 
 static void mg_add_piece(mg_template_builder_t *b, mg_piece_kind_t kind, mg_str_t text, int may_be_bound)
 {
-    b->t->pieces[b->t->num_pieces++] = (mg_piece_t){kind, b->target, may_be_bound, text};
+    /* Values go into a URL as into a path, or as into a query after its '?'. */
+    mg_template_target_t target = b->target != MG_TARGET_URL ? b->target : b->in_query ? MG_TARGET_QUERY : MG_TARGET_PATH;
+    b->t->pieces[b->t->num_pieces++] = (mg_piece_t){kind, target, may_be_bound, text};
 }
 
 int mg__is_tchar(char c)
@@ -250,9 +253,8 @@ static int mg_add_literal(mg_template_builder_t *b, mg_str_t lit)
     if (mg_check_literal(b, lit) != 0)
         return -1;
     mg_add_piece(b, MG_PIECE_LITERAL, lit, 0);
-    /* In a URL, what follows the '?' is a query: values are encoded for one from there on. */
-    if (b->target == MG_TARGET_URL && memchr(lit.base, '?', lit.len) != NULL)
-        b->target = MG_TARGET_QUERY;
+    if (memchr(lit.base, '?', lit.len) != NULL)
+        b->in_query = 1;
     return 0;
 }
 
@@ -303,7 +305,7 @@ mg_template_t *mg_template_compile(const mg_node_t *node, mg_template_target_t t
     t->source[len] = '\0';
     t->source_len = len;
     t->target = target;
-    mg_template_builder_t b = {t, node, known, arg, errs, t->strings, target};
+    mg_template_builder_t b = {t, node, known, arg, errs, t->strings, target, 0};
     if (mg_template_parse(&b, s, len) != 0) {
         mg_template_free(t);
         return NULL;
@@ -430,7 +432,7 @@ static char *mg_put_raw(char *out, const char *s, size_t len, mg_template_target
 {
     for (size_t i = 0; i != len; ++i) {
         unsigned char c = (unsigned char)s[i];
-        if ((c == '#' && target != MG_TARGET_URL && target != MG_TARGET_HEADER) || (c == '?' && target == MG_TARGET_PATH))
+        if ((c == '#' && target != MG_TARGET_HEADER) || (c == '?' && target == MG_TARGET_PATH))
             out = mg_put_escaped(out, c);
         else
             *out++ = (char)c;

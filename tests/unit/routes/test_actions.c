@@ -339,6 +339,60 @@ Test(actions, crlf_is_refused_with_a_reason)
     cr_expect_str_eq(res.error, "rewrite_path: the value would contain CR, LF or NUL");
 }
 
+Test(actions, captures_from_conditions)
+{
+    load_ok("routes:\n"
+            "  - name: by-host\n"
+            "    match: {host: {regex: '^(?<tenant>[a-z0-9-]+)\\.example\\.com$'}}\n"
+            "    routes:\n"
+            "      - name: item\n"
+            "        match: {path: {regex: '^/items/(?<id>[^/]+)$'}}\n"
+            "        actions:\n"
+            "          - set_header: {X-Tenant: \"${tenant}\", X-Id: \"${id}\"}\n"
+            "          - rewrite_path: \"/${tenant}/i/${id}\"\n"
+            "          - set_query: \"id=${id}\"\n"
+            "        forward: api\n"
+            "      - name: search\n"
+            "        match: {query: {name: q, regex: '^(?<term>.+)$'}}\n"
+            "        actions: [{set_query: \"t=${term}\"}, {set_header: {X-Term: \"${term}\"}}]\n"
+            "        forward: api\n");
+    mg_ctx_t ctx = request("GET", "/items/a%20b", "");
+    ctx.host = MG_STR("globex.example.com");
+    mg_route_result_t res;
+    const mg_route_t *r = route(&ctx, &res, 0);
+    cr_expect_str_eq(r->name, "item");
+    cr_expect_str_eq(header(&ctx, "x-tenant"), "globex", "the host's named group shadows the identified tenant");
+    cr_expect_str_eq(header(&ctx, "x-id"), "a b", "a path capture is decoded into a header");
+    expect_str(ctx.path, "/globex/i/a%20b");
+    expect_str(ctx.query, "id=a%20b");
+    /* a path capture hiding CR LF */
+    ctx = request("GET", "/items/x%0D%0Ay", "");
+    ctx.host = MG_STR("globex.example.com");
+    route(&ctx, &res, -1);
+    cr_expect_str_eq(res.error, "set_header 'x-id': the value would contain CR, LF or NUL");
+    /* a query capture is a decoded value: encoded again for the query */
+    ctx = request("GET", "/search", "q=a+b%26c");
+    ctx.host = MG_STR("globex.example.com");
+    r = route(&ctx, &res, 0);
+    cr_expect_str_eq(r->name, "search");
+    expect_str(ctx.query, "t=a%20b%26c");
+    cr_expect_str_eq(header(&ctx, "x-term"), "a b&c");
+}
+
+Test(actions_compile, captures_are_known_below_their_condition_only)
+{
+    EXPECT_ERRORS("routes:\n"
+                  "  - name: a\n"
+                  "    match: {path: {regex: '^/a/(?<x>.*)$'}}\n"
+                  "    routes:\n"
+                  "      - {name: a1, actions: [{set_header: {X: \"${x}\"}}], forward: api}\n"
+                  "  - name: b\n"
+                  "    actions: [{set_header: {X: \"${x}\"}}]\n"
+                  "    forward: api\n",
+                  "routes.yaml:7:32: unknown variable '${x}' (known here: tenant, host, path, query, method, header.<Name>, "
+                  "query.<name>, and named groups of the conditions of this route and its parents)");
+}
+
 /* ---------------------------------------------------------------------------------------
  * Branches
  */

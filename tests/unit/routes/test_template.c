@@ -311,6 +311,7 @@ Test(template, encoded_values)
     mg_ctx_set_var_flags(&ctx, MG_STR("word"), MG_STR("a#b?c"), MG_VAR_ENCODED);
     cr_expect_str_eq(expand_in(&ctx, "\"/${word}\"", MG_TARGET_PATH), "/a%23b%3Fc");
     cr_expect_str_eq(expand_in(&ctx, "\"${word}\"", MG_TARGET_QUERY), "a%23b?c");
+    cr_expect_str_eq(expand_in(&ctx, "\"/${word}?w=${word}\"", MG_TARGET_URL), "/a%23b%3Fc?w=a%23b?c");
 }
 
 Test(template, plain_values)
@@ -341,6 +342,7 @@ Test(template, url_is_a_query_after_its_question_mark)
     EXPECT_EXPANDS("\"https://login.example.com/${query.path}?next=${query.path}&h=${host}\"", MG_TARGET_URL,
                    "https://login.example.com//x%3Fy?next=/x?y&h=acme.example.com");
     EXPECT_EXPANDS("\"/go?q=${query.q}\"", MG_TARGET_URL, "/go?q=a%20b%26c");
+    EXPECT_EXPANDS("\"/go?q=${query.q}#top\"", MG_TARGET_URL, "/go?q=a%20b%26c#top");
 }
 
 /* ---------------------------------------------------------------------------------------
