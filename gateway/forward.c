@@ -58,6 +58,11 @@ static h2o_req_t *req_of(mg_forward_t *f)
     return f->r->req;
 }
 
+static int is_head(mg_str_t method)
+{
+    return h2o_memis(method.base, method.len, H2O_STRLIT("HEAD"));
+}
+
 /* ---------------------------------------------------------------------------------------
  * Response head: curl hands us the status line, each header line, then an empty line.
  */
@@ -167,6 +172,10 @@ static void start_response(mg_forward_t *f)
     req->res.status = f->status;
     req->res.reason = f->reason.base != NULL ? f->reason.base : "";
     req->res.content_length = f->content_length;
+    /* set_method turned the client's request into a HEAD: the backend's length is that of a body
+     * nobody sends, and the client, which did not ask for a HEAD, must not wait for it */
+    if (is_head(f->r->send_method) && !is_head(f->r->method))
+        req->res.content_length = 0;
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-request-id"), 0, NULL, f->r->request_id.base,
                           f->r->request_id.len);
     f->r->status = f->status;
@@ -188,6 +197,8 @@ static size_t on_body(char *data, size_t size, size_t nitems, void *arg)
     size_t len = size * nitems;
     if (f->r->req == NULL)
         return 0;
+    if (is_head(f->r->method) && !is_head(f->r->send_method))
+        return len; /* set_method turned the client's HEAD into another method: no body goes back */
     if (f->recv->size >= HIGH_WATER) {
         /* the client is slower than the backend: stop reading until proceed, and stop the
          * backend's clock meanwhile */
@@ -345,12 +356,12 @@ static char *joined_cookies(h2o_req_t *req)
     return buf;
 }
 
-/* Host sent to the backend: forward.host, else the client's, else (an HTTP/1.0 client that
+/* Host sent to the backend: forward.host (expanded), else the client's, else (an HTTP/1.0 client that
  * sent none) the server's own host:port. */
 static h2o_iovec_t backend_host(mg_forward_t *f, const mg_server_conf_t *server)
 {
-    if (f->r->route->forward.host != NULL)
-        return h2o_iovec_init(f->r->route->forward.host, strlen(f->r->route->forward.host));
+    if (f->r->send_host.len != 0)
+        return h2o_iovec_init(f->r->send_host.base, f->r->send_host.len);
     if (f->r->host.len != 0)
         return req_of(f)->authority;
     const char *hostport = strstr(server->url, "://") + 3, *slash = strchr(hostport, '/');
@@ -413,7 +424,7 @@ static void build_request_headers(mg_forward_t *f, const mg_server_conf_t *serve
 /* primary_for_writes: POST/PUT/PATCH/DELETE go to the primary and nowhere else. */
 static int pinned_to_primary(const mg_forward_t *f)
 {
-    return f->backend->balance == MG_BALANCE_PRIMARY_FOR_WRITES && mg_method_is_write(f->r->method);
+    return f->backend->balance == MG_BALANCE_PRIMARY_FOR_WRITES && mg_method_is_write(f->r->send_method);
 }
 
 static const mg_server_conf_t *pick_server(mg_forward_t *f)
@@ -434,17 +445,17 @@ static const mg_server_conf_t *pick_server(mg_forward_t *f)
  * `retries` times and num_servers - 1 times, never for a write pinned to the primary. */
 static int may_retry(const mg_forward_t *f)
 {
-    return f->attempt < f->backend->retries && f->attempt + 1 < f->backend->num_servers && mg_method_is_idempotent(f->r->method) &&
-           !pinned_to_primary(f);
+    return f->attempt < f->backend->retries && f->attempt + 1 < f->backend->num_servers &&
+           mg_method_is_idempotent(f->r->send_method) && !pinned_to_primary(f);
 }
 
 static int configure_attempt(mg_forward_t *f)
 {
     h2o_req_t *req = req_of(f);
     const mg_server_conf_t *server = pick_server(f);
-    size_t size = strlen(server->url) + f->r->path.len + f->r->query.len + 2;
+    size_t size = strlen(server->url) + f->r->send_path.len + f->r->send_query.len + 2;
     char *url = h2o_mem_alloc_pool(&req->pool, size);
-    if (mg_url_build(url, size, server->url, f->r->path, f->r->query) < 0)
+    if (mg_url_build(url, size, server->url, f->r->send_path, f->r->send_query) < 0)
         return -1;
     f->r->server = server->url;
     f->status = 0;
@@ -461,14 +472,15 @@ static void configure_transfer(mg_forward_t *f)
 {
     h2o_req_t *req = req_of(f);
     CURL *e = f->easy;
-    char *method = h2o_mem_alloc_pool(&req->pool, req->method.len + 1);
-    memcpy(method, req->method.base, req->method.len);
-    method[req->method.len] = '\0';
-    if (h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD")))
-        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    mg_str_t m = f->r->send_method; /* after set_method */
+    char *method = h2o_mem_alloc_pool(&req->pool, m.len + 1);
+    memcpy(method, m.base, m.len);
+    method[m.len] = '\0';
+    if (is_head(m))
+        curl_easy_setopt(e, CURLOPT_NOBODY, 1L); /* and no request body: POSTFIELDS would make it a POST */
     else
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
-    if (req->entity.base != NULL) {
+    if (req->entity.base != NULL && !is_head(m)) {
         /* the body stays in the request's memory, so a retry sends it again in full */
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->entity.base);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->entity.len);

@@ -167,7 +167,10 @@ typedef struct mg_request {
     h2o_req_t *req; /* NULL once the client is gone or the final send is done */
     mg_worker_t *worker;
     const mg_route_t *route;
-    mg_str_t method, path, query, host, peer, request_id;
+    mg_str_t method, path, query, host, peer, request_id; /* as received (the access log shows these) */
+    /* What forward sends, after the route's actions: method, normalized path, query, and the
+     * Host from forward.host (empty: the client's). */
+    mg_str_t send_method, send_path, send_query, send_host;
     uint64_t started_at; /* CLOCK_MONOTONIC, microseconds */
     int logged;
     int status;                 /* for the access log */

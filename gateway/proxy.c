@@ -110,6 +110,18 @@ void mg_request_send_error(mg_request_t *r, int status, const char *code, const 
     send_inline(r, status, reason_phrase(status), body, (size_t)len);
 }
 
+/* A redirect: its status, Location and a one-line body. */
+static void send_redirect(mg_request_t *r, mg_str_t location)
+{
+    h2o_req_t *req = r->req;
+    size_t size = location.len + 32;
+    char *body = h2o_mem_alloc_pool(&req->pool, size);
+    int len = snprintf(body, size, "Redirecting to %.*s\n", (int)location.len, location.base);
+    add_header(req, H2O_STRLIT("location"), location.base, location.len);
+    add_header(req, H2O_STRLIT("content-type"), H2O_STRLIT("text/plain; charset=utf-8"));
+    send_inline(r, r->route->redirect.status, reason_phrase(r->route->redirect.status), body, (size_t)len);
+}
+
 static void send_respond(mg_request_t *r)
 {
     const mg_route_t *route = r->route;
@@ -204,6 +216,11 @@ static int is_websocket_upgrade(h2o_req_t *req)
     return i >= 0 && h2o_lcstris(req->headers.entries[i].value.base, req->headers.entries[i].value.len, H2O_STRLIT("websocket"));
 }
 
+static void *pool_alloc(void *pool, size_t size)
+{
+    return h2o_mem_alloc_pool(pool, size);
+}
+
 /* Fills the routing context from the request; -1 when the path cannot be normalized. */
 static int build_context(mg_request_t *r, mg_ctx_t *ctx)
 {
@@ -230,7 +247,8 @@ static int build_context(mg_request_t *r, mg_ctx_t *ctx)
                       .peer = r->peer,
                       .headers = headers,
                       .num_headers = req->headers.size,
-                      .websocket = is_websocket_upgrade(req)};
+                      .websocket = is_websocket_upgrade(req),
+                      .alloc = {pool_alloc, &req->pool}};
     return 0;
 }
 
@@ -249,11 +267,43 @@ static mg_request_t *request_new(mg_worker_t *w, h2o_req_t *req)
     return r;
 }
 
+/* The request's headers become the context's, after the route's header actions: names go through
+ * h2o's token table again so that forward.c can compare them with H2O_TOKEN_*. */
+static void replace_request_headers(h2o_req_t *req, const mg_ctx_t *ctx)
+{
+    req->headers = (h2o_headers_t){NULL, 0, 0};
+    for (size_t i = 0; i < ctx->num_headers; i++) {
+        const mg_header_t *h = &ctx->headers[i];
+        h2o_add_header_by_str(&req->pool, &req->headers, h->name.base, h->name.len, 1, NULL, h->value.base, h->value.len);
+    }
+}
+
+/* The route is chosen and its actions applied: answer, or forward what the actions made. */
+static void dispatch(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_result_t *res)
+{
+    if (r->route->kind == MG_ROUTE_RESPOND) {
+        send_respond(r);
+        return;
+    }
+    if (r->route->kind == MG_ROUTE_REDIRECT) {
+        send_redirect(r, res->location);
+        return;
+    }
+    r->send_method = ctx->method;
+    r->send_path = ctx->path;
+    r->send_query = ctx->query;
+    r->send_host = res->host;
+    if (res->headers_changed)
+        replace_request_headers(r->req, ctx);
+    mg_forward_start(r);
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     mg_gateway_t *gw = ((mg_handler_t *)self)->gw;
     mg_request_t *r = request_new(mg_worker_of(req->conn->ctx), req);
     mg_ctx_t ctx;
+    mg_route_result_t res;
     if (req->entity.len > gw->conf->limits.max_request_body) {
         mg_request_send_error(r, 413, "body-too-large", "request body exceeds limits.max_request_body");
     } else if (header_bytes(req) > gw->conf->limits.max_header_size) {
@@ -264,10 +314,10 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         mg_request_send_error(r, 400, "bad-request", "HTTP/1.1 request without Host");
     } else if ((r->route = mg_routes_match(gw->conf->routes, &ctx)) == NULL) {
         mg_request_send_error(r, 404, "no-route", "no route matches the request");
-    } else if (r->route->kind == MG_ROUTE_RESPOND) {
-        send_respond(r);
+    } else if (mg_route_apply(r->route, &ctx, &res) != 0) {
+        mg_request_send_error(r, 400, "bad-request", res.error);
     } else {
-        mg_forward_start(r);
+        dispatch(r, &ctx, &res);
     }
     return 0;
 }

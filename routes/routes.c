@@ -8,7 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "routes/routes.h"
+#include "routes/internal.h"
 
 /* Route names seen so far (unique across the tree), by open addressing: trees of 100k routes
  * must not pay a quadratic scan. */
@@ -26,11 +26,13 @@ typedef struct mg_routes_builder {
     void *arg;
     mg_errors_t *errs;
     mg_route_names_t names;
+    unsigned unsure; /* > 0 while reading below a condition that did not compile */
 } mg_routes_builder_t;
 
-static const char *const mg_route_keys[] = {"name", "match", "forward", "respond", "routes", NULL};
-static const char *const mg_route_terminals[] = {"forward", "respond", "routes", NULL};
+static const char *const mg_route_keys[] = {"name", "match", "actions", "forward", "respond", "redirect", "routes", NULL};
+static const char *const mg_route_terminals[] = {"forward", "respond", "redirect", "routes", NULL};
 static const char *const mg_forward_keys[] = {"backend", "host", NULL};
+static const char *const mg_redirect_keys[] = {"location", "status", NULL};
 static const char *const mg_respond_keys[] = {"status", "body", "headers", NULL};
 
 static mg_route_t **mg_route_list_compile(mg_routes_builder_t *b, const mg_node_t *seq, const mg_route_t *parent, size_t *size);
@@ -151,7 +153,44 @@ static int mg_read_str(const mg_node_t *node, mg_str_t *out, mg_errors_t *errs)
 }
 
 /* ---------------------------------------------------------------------------------------
- * name and forward
+ * Templates: a variable is known where a condition of the route, or of one of its ancestors,
+ * may bind it (the builtins are always known).
+ */
+typedef struct mg_route_scope {
+    const mg_routes_builder_t *b;
+    const mg_route_t *route;
+} mg_route_scope_t;
+
+static int mg_route_knows(void *arg, mg_str_t name)
+{
+    const mg_route_scope_t *scope = arg;
+    /* Below a condition that did not compile, "unknown variable" would only be noise. */
+    if (scope->b->unsure != 0)
+        return 1;
+    for (const mg_route_t *r = scope->route; r != NULL; r = r->parent) {
+        if (mg_matcher_binds(r->match, name))
+            return 1;
+    }
+    return 0;
+}
+
+static mg_template_t *mg_route_template(mg_routes_builder_t *b, const mg_route_t *r, const mg_node_t *node,
+                                        mg_template_target_t target)
+{
+    mg_route_scope_t scope = {b, r};
+    return mg_template_compile(node, target, mg_route_knows, &scope, b->errs);
+}
+
+static void mg_route_read_actions(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *map)
+{
+    const mg_node_t *seq = mg_node_get(map, "actions");
+    mg_route_scope_t scope = {b, r};
+    if (seq != NULL)
+        mg__actions_compile(seq, mg_route_knows, &scope, &r->actions, &r->num_actions, b->errs);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * name, forward and redirect
  */
 static void mg_route_read_name(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *map)
 {
@@ -187,11 +226,12 @@ static void mg_route_read_host(mg_routes_builder_t *b, mg_route_t *r, const mg_n
     mg_str_t s;
     if (mg_read_str(node, &s, b->errs) != 0)
         return;
+    /* Variables are checked per request; the text around them must fit a host already. */
     if (s.len == 0 || !mg_is_clean(s.base, s.len, " /?#@\\")) {
         mg_errors_add(b->errs, node, "invalid host (expected a host name, optionally with a port)");
         return;
     }
-    r->forward.host = mg_copy(s.base, s.len);
+    r->forward.host = mg_route_template(b, r, node, MG_TARGET_HEADER);
 }
 
 static void mg_route_read_forward(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *v)
@@ -208,6 +248,35 @@ static void mg_route_read_forward(mg_routes_builder_t *b, mg_route_t *r, const m
         mg_route_read_backend(b, r, backend);
     if (host != NULL)
         mg_route_read_host(b, r, host);
+}
+
+static void mg_route_read_redirect_status(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *status)
+{
+    uint64_t code;
+    if (mg_node_to_uint(status, 100, 599, &code, b->errs) != 0)
+        return;
+    if (code != 301 && code != 302 && code != 307 && code != 308) {
+        mg_errors_add(b->errs, status, "redirect status must be 301, 302, 307 or 308");
+        return;
+    }
+    r->redirect.status = (int)code;
+}
+
+static void mg_route_read_redirect(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *v)
+{
+    r->kind = MG_ROUTE_REDIRECT;
+    r->redirect.status = 302;
+    if (mg_node_expect(v, MG_NODE_MAPPING, b->errs) != 0 || mg_node_check_keys(v, mg_redirect_keys, b->errs) != 0)
+        return;
+    const mg_node_t *location = mg_node_require(v, "location", b->errs), *status = mg_node_get(v, "status");
+    if (status != NULL)
+        mg_route_read_redirect_status(b, r, status);
+    if (location == NULL)
+        return;
+    if (location->kind == MG_NODE_SCALAR && location->u.scalar.len == 0)
+        mg_errors_add(b->errs, location, "empty redirect location");
+    else
+        r->redirect.location = mg_route_template(b, r, location, MG_TARGET_URL);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -296,13 +365,15 @@ static void mg_route_read_terminal(mg_routes_builder_t *b, mg_route_t *r, const 
             found[n - 1] = mg_route_terminals[i];
     }
     if (n == 0) {
-        mg_errors_add(b->errs, map, "route '%s' has no terminal (forward, respond or routes)", mg_route_display_name(r));
+        mg_errors_add(b->errs, map, "route '%s' has no terminal (forward, respond, redirect or routes)", mg_route_display_name(r));
     } else if (n > 1) {
         mg_errors_add(b->errs, map, "route '%s' has both %s and %s", mg_route_display_name(r), found[0], found[1]);
     } else if (strcmp(found[0], "forward") == 0) {
         mg_route_read_forward(b, r, mg_node_get(map, "forward"));
     } else if (strcmp(found[0], "respond") == 0) {
         mg_route_read_respond(b, r, mg_node_get(map, "respond"));
+    } else if (strcmp(found[0], "redirect") == 0) {
+        mg_route_read_redirect(b, r, mg_node_get(map, "redirect"));
     } else {
         mg_route_read_branch(b, r, mg_node_get(map, "routes"));
     }
@@ -320,9 +391,14 @@ static mg_route_t *mg_route_compile(mg_routes_builder_t *b, const mg_node_t *map
     mg_node_check_keys(map, mg_route_keys, b->errs);
     mg_route_read_name(b, r, map);
     const mg_node_t *match = mg_node_get(map, "match");
+    size_t errors_before = b->errs->num_errors;
     if (match != NULL)
         r->match = mg_matcher_compile_in(match, b->routes->file, b->errs);
+    unsigned unsure = b->errs->num_errors != errors_before;
+    b->unsure += unsure;
+    mg_route_read_actions(b, r, map);
     mg_route_read_terminal(b, r, map);
+    b->unsure -= unsure;
     return r;
 }
 
@@ -437,7 +513,9 @@ static void mg_route_free(mg_route_t *r)
     free(r->respond.headers);
     free(r->respond.body);
     free(r->forward.backend_name);
-    free(r->forward.host);
+    mg_template_free(r->forward.host);
+    mg_template_free(r->redirect.location);
+    mg__actions_free(r->actions, r->num_actions);
     mg_matcher_free(r->match);
     free(r->name);
     free(r);

@@ -76,8 +76,8 @@ typedef enum mg_action_kind {
 
 typedef struct mg_action {
     mg_action_kind_t kind;
-    mg_str_t name;         /* header actions: lower case, owned */
-    mg_template_t *value;  /* NULL for remove_header */
+    mg_str_t name;         /* header actions: the header, lower case; set_method: the method; owned */
+    mg_template_t *value;  /* NULL for remove_header and set_method */
 } mg_action_t;
 
 typedef struct mg_route mg_route_t;
@@ -93,7 +93,7 @@ struct mg_route {
     struct {
         char *backend_name;
         void *backend;       /* what the resolver returned for backend_name */
-        char *host;          /* NULL: keep the client's Host (becomes a template with actions) */
+        mg_template_t *host; /* NULL: keep the client's Host (see mg_route_result_t.host) */
     } forward;
     struct {
         mg_template_t *location;
@@ -125,7 +125,8 @@ typedef void *(*mg_backend_resolver_t)(void *arg, const char *name);
 
 /*
  * Compiles the `routes:` sequence. Route names must be unique across the whole tree; every
- * route has exactly one terminal (forward, respond) or `routes`. Backend names are resolved
+ * route has exactly one terminal (forward, respond, redirect) or `routes`; templates may only
+ * use variables the conditions of their route or its ancestors can bind. Backend names are resolved
  * through `resolve` (an unknown name is an error at its position). Returns NULL after
  * recording errors; warnings (routes that can never match) may be recorded on success.
  */

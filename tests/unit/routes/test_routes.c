@@ -239,7 +239,7 @@ Test(routes_compile, terminals_are_copied)
     cr_expect_eq(write->kind, MG_ROUTE_FORWARD);
     cr_expect_str_eq(write->forward.backend_name, "api");
     cr_expect_eq(write->forward.backend, &backend_api);
-    cr_expect_str_eq(write->forward.host, "api.internal");
+    cr_expect_str_eq(mg_template_source(write->forward.host).base, "api.internal");
     cr_expect_str_eq(write->parent->name, "api-customer");
     cr_expect_eq(write->match->file, routes->file, "matchers name the copied file");
 
@@ -318,7 +318,7 @@ Test(routes_compile, terminals)
                   "    forward: api\n"
                   "  - name: empty\n"
                   "    routes: []\n",
-                  "routes.yaml:2:5: route 'none' has no terminal (forward, respond or routes)",
+                  "routes.yaml:2:5: route 'none' has no terminal (forward, respond, redirect or routes)",
                   "routes.yaml:4:5: route 'two' has both forward and respond",
                   "routes.yaml:7:5: route 'three' has both forward and respond",
                   "routes.yaml:12:13: route 'empty' has an empty 'routes' list");
@@ -333,7 +333,7 @@ Test(routes_compile, unknown_keys)
                   "    mach: {path: /x}\n"
                   "    forward: {backend: api, hots: x}\n",
                   "routes.yaml:3:5: unknown key 'forwrd' (did you mean 'forward'?)",
-                  "routes.yaml:2:5: route 'a' has no terminal (forward, respond or routes)",
+                  "routes.yaml:2:5: route 'a' has no terminal (forward, respond, redirect or routes)",
                   "routes.yaml:5:5: unknown key 'mach' (did you mean 'match'?)",
                   "routes.yaml:6:29: unknown key 'hots' (did you mean 'host'?)");
 }
