@@ -39,8 +39,7 @@ static int mg_query_name_is(mg_str_t enc, mg_str_t name)
     for (size_t i = 0; i != enc.len; ++i, ++j) {
         char c = enc.base[i];
         int hi, lo;
-        if (c == '%' && i + 2 < enc.len && (hi = mg_hex_value(enc.base[i + 1])) >= 0 &&
-            (lo = mg_hex_value(enc.base[i + 2])) >= 0) {
+        if (c == '%' && i + 2 < enc.len && (hi = mg_hex_value(enc.base[i + 1])) >= 0 && (lo = mg_hex_value(enc.base[i + 2])) >= 0) {
             c = (char)(hi << 4 | lo);
             i += 2;
         } else if (c == '+') {
@@ -52,20 +51,31 @@ static int mg_query_name_is(mg_str_t enc, mg_str_t name)
     return j == name.len;
 }
 
+int mg_query_param_next(mg_str_t query, mg_str_t name, size_t *pos, mg_str_t *value)
+{
+    /* Offsets rather than pointers: a pointer one past the '&'-less last parameter would lie
+     * beyond the end of the query. */
+    while (*pos < query.len) {
+        const char *p = query.base + *pos;
+        size_t left = query.len - *pos;
+        const char *amp = memchr(p, '&', left);
+        size_t len = amp != NULL ? (size_t)(amp - p) : left;
+        const char *eq = memchr(p, '=', len);
+        size_t name_len = eq != NULL ? (size_t)(eq - p) : len;
+        *pos += len + 1;
+        /* "a&&b" has no parameter between the '&'s, not one with an empty name. */
+        if (len != 0 && mg_query_name_is(mg_str(p, name_len), name)) {
+            *value = eq != NULL ? mg_str(eq + 1, len - name_len - 1) : mg_str(p + len, 0);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 mg_str_t mg_query_param(mg_str_t query, mg_str_t name, int *found)
 {
-    const char *p = query.base, *end = query.base + query.len;
-    while (p < end) {
-        const char *amp = memchr(p, '&', (size_t)(end - p));
-        const char *stop = amp != NULL ? amp : end;
-        const char *eq = memchr(p, '=', (size_t)(stop - p));
-        const char *name_end = eq != NULL ? eq : stop;
-        if (mg_query_name_is(mg_str(p, (size_t)(name_end - p)), name)) {
-            *found = 1;
-            return eq != NULL ? mg_str(eq + 1, (size_t)(stop - eq - 1)) : mg_str(stop, 0);
-        }
-        p = stop + 1;
-    }
-    *found = 0;
-    return mg_str(NULL, 0);
+    size_t pos = 0;
+    mg_str_t value = mg_str(NULL, 0);
+    *found = mg_query_param_next(query, name, &pos, &value);
+    return value;
 }

@@ -11,8 +11,13 @@
  * would write `X(not )`, reading `not` as C++'s alternative token for `!`.) */
 // clang-format off
 #define MG_MATCHER_KINDS(X) \
+    X(host)                 \
     X(path)                 \
     X(method)               \
+    X(header)               \
+    X(query)                \
+    X(websocket)            \
+    X(tenant)               \
     X(all)                  \
     X(any)                  \
     X(not)
@@ -37,18 +42,8 @@ static const mg_matcher_ops_t *mg_matcher_find_kind(const char *name)
     return NULL;
 }
 
-/* Conditions of the contract (CONFIG.md) that are not built yet: named as such rather than
- * answered with a misleading "did you mean". */
-static const char *const mg_matcher_planned_kinds[] = {"host", "header", "query", "websocket", "tenant", NULL};
-
 static void mg_matcher_unknown_kind(const mg_node_t *key, mg_errors_t *errs)
 {
-    for (size_t i = 0; mg_matcher_planned_kinds[i] != NULL; ++i) {
-        if (strcmp(mg_matcher_planned_kinds[i], key->u.scalar.str) == 0) {
-            mg_errors_add(errs, key, "condition '%s' is not supported yet", key->u.scalar.str);
-            return;
-        }
-    }
     const char *near = mg_closest_word(key->u.scalar.str, mg_matcher_kind_names);
     if (near != NULL) {
         mg_errors_add(errs, key, "unknown condition '%s' (did you mean '%s'?)", key->u.scalar.str, near);

@@ -211,6 +211,12 @@ size_t mg_percent_decode(const char *in, size_t len, char *out, int plus);
  * value). Parameters are split on '&'.
  */
 mg_str_t mg_query_param(mg_str_t query, mg_str_t name, int *found);
+/*
+ * Every occurrence of parameter `name`, in order: finds the next one at or after byte `*pos`
+ * of `query` (start with 0), stores its value (still encoded) in *value, moves *pos past it and
+ * returns 1; returns 0 when there is none left.
+ */
+int mg_query_param_next(mg_str_t query, mg_str_t name, size_t *pos, mg_str_t *value);
 
 /* ---------------------------------------------------------------------------------------
  * Matchers: one kind per file behind this vtable. Adding a kind is adding a file and a line
@@ -327,5 +333,9 @@ int mg_regex_binds(const mg_regex_t *re, mg_str_t name);
 /* The pattern as written. */
 mg_str_t mg_regex_pattern(const mg_regex_t *re);
 void mg_regex_free(mg_regex_t *re);
+/* Frees the calling thread's match data now (the next match makes a new one). Threads that
+ * exit need not call it; the main thread's is never freed otherwise, because exit() runs no
+ * thread-specific destructors: call it before exit when a leak checker must see nothing. */
+void mg_regex_thread_release(void);
 
 #endif

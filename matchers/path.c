@@ -1,9 +1,13 @@
 /*
- * `path`: "/exact", {exact: /x} or {prefix: /api}. Paths in the configuration are normalized
- * like request paths (mg_path_normalize), so `/api/%7Euser` and `/api/~user` mean the same.
+ * `path`: "/exact", {exact: /x}, {prefix: /api} or {regex: '...'}. Paths in the configuration
+ * are normalized like request paths (mg_path_normalize), so `/api/%7Euser` and `/api/~user`
+ * mean the same.
  *
  * A prefix matches on segment boundaries ("/api" matches /api and /api/x, not /apix) and
  * binds `remainder` to what follows it, so "/v2${remainder}" rewrites /api/x to /v2/x.
+ *
+ * A regex runs on the normalized path as it is (escapes other than those of unreserved
+ * characters still there), so its named groups are bound as encoded slices (MG_VAR_ENCODED).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +18,10 @@ typedef struct mg_path {
     int prefix;
     char *value; /* normalized; a prefix without its trailing '/' ("/" is "") */
     size_t len;
+    mg_regex_t *re; /* instead of value, for {regex: ...} */
 } mg_path_t;
 
-static const char *const mg_path_fields[] = {"exact", "prefix", NULL};
+static const char *const mg_path_fields[] = {"exact", "prefix", "regex", NULL};
 
 static int mg_path_check(const mg_node_t *node, const char *s, mg_errors_t *errs)
 {
@@ -56,11 +61,13 @@ static int mg_path_compile_mapping(mg_path_t *p, const mg_node_t *arg, mg_errors
 {
     if (mg_node_check_keys(arg, mg_path_fields, errs) != 0)
         return -1;
-    const mg_node_t *exact = mg_node_get(arg, "exact"), *prefix = mg_node_get(arg, "prefix");
-    if ((exact == NULL) == (prefix == NULL)) {
-        mg_errors_add(errs, arg, "'path' takes exactly one of 'exact' or 'prefix'");
+    const mg_node_t *exact = mg_node_get(arg, "exact"), *prefix = mg_node_get(arg, "prefix"), *regex = mg_node_get(arg, "regex");
+    if ((exact != NULL) + (prefix != NULL) + (regex != NULL) != 1) {
+        mg_errors_add(errs, arg, "'path' takes exactly one of 'exact', 'prefix' or 'regex'");
         return -1;
     }
+    if (regex != NULL)
+        return (p->re = mg_regex_compile(regex, 0, errs)) != NULL ? 0 : -1;
     p->prefix = prefix != NULL;
     return mg_path_read(p, p->prefix ? prefix : exact, errs);
 }
@@ -75,7 +82,8 @@ static int mg_path_compile(mg_matcher_t *self, const mg_node_t *arg, mg_errors_t
         return mg_path_read(p, arg, errs);
     if (arg->kind == MG_NODE_MAPPING)
         return mg_path_compile_mapping(p, arg, errs);
-    mg_errors_add(errs, arg, "expected a path or a mapping with 'exact' or 'prefix', got %s", mg_node_kind_name(arg->kind));
+    mg_errors_add(errs, arg, "expected a path or a mapping with 'exact', 'prefix' or 'regex', got %s",
+                  mg_node_kind_name(arg->kind));
     return -1;
 }
 
@@ -83,6 +91,8 @@ static int mg_path_match(const mg_matcher_t *self, mg_ctx_t *ctx)
 {
     const mg_path_t *p = self->data;
     mg_str_t path = ctx->path;
+    if (p->re != NULL)
+        return mg_regex_match(p->re, path, ctx, MG_VAR_ENCODED);
     if (path.len < p->len || (p->len != 0 && memcmp(path.base, p->value, p->len) != 0))
         return 0;
     if (!p->prefix)
@@ -100,12 +110,18 @@ static void mg_path_dispose(mg_matcher_t *self)
     if (p == NULL)
         return;
     free(p->value);
+    mg_regex_free(p->re);
     free(p);
 }
 
 static size_t mg_path_describe(const mg_matcher_t *self, char *buf, size_t size)
 {
     const mg_path_t *p = self->data;
+    if (p->re != NULL) {
+        size_t off = mg_matcher_describe_text(buf, size, 0, "{\"path\":{\"regex\":");
+        off = mg_matcher_describe_str(buf, size, off, mg_regex_pattern(p->re));
+        return mg_matcher_describe_text(buf, size, off, "}}");
+    }
     if (!p->prefix) {
         size_t off = mg_matcher_describe_text(buf, size, 0, "{\"path\":");
         off = mg_matcher_describe_str(buf, size, off, mg_str(p->value, p->len));
@@ -119,6 +135,10 @@ static size_t mg_path_describe(const mg_matcher_t *self, char *buf, size_t size)
 static void mg_path_keys(const mg_matcher_t *self, mg_matcher_keys_t *keys)
 {
     const mg_path_t *p = self->data;
+    if (p->re != NULL) {
+        keys->complete = 0; /* a pattern is no key the route index can look up */
+        return;
+    }
     keys->path = mg_str(p->value, p->len);
     keys->path_prefix = p->prefix;
     keys->has_path = 1;
@@ -127,6 +147,8 @@ static void mg_path_keys(const mg_matcher_t *self, mg_matcher_keys_t *keys)
 static int mg_path_binds(const mg_matcher_t *self, mg_str_t name)
 {
     const mg_path_t *p = self->data;
+    if (p->re != NULL)
+        return mg_regex_binds(p->re, name);
     return p->prefix && name.len == 9 && memcmp(name.base, "remainder", 9) == 0;
 }
 

@@ -1,0 +1,93 @@
+/*
+ * `header: {name: N, equals|prefix|contains|regex: V}` or `{name: N, present: true|false}`.
+ *
+ * Names are case-insensitive (the context has them in lower case, so the configured one is
+ * lowered at load); values are compared byte for byte. A request may carry a header several
+ * times: a value test holds when any instance passes it (a regex binds from the first one that
+ * does), and `present: false` holds when there is none. Each header line is one value: a
+ * comma-separated list is not split.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "matchers/internal.h"
+
+/* RFC 9110 5.6.2 tchar. */
+static int mg_header_is_tchar(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* Checks that the name is a token, and lowers it in place (it is our own copy). */
+static int mg_header_check_name(mg_field_t *f, const mg_node_t *node, mg_errors_t *errs)
+{
+    char *name = (char *)f->name.base;
+    for (size_t i = 0; i != f->name.len; ++i) {
+        if (!mg_header_is_tchar(name[i])) {
+            mg_errors_add(errs, node, "invalid header name '%s' (a name is a token such as X-Api-Key)", node->u.scalar.str);
+            return -1;
+        }
+        if (name[i] >= 'A' && name[i] <= 'Z')
+            name[i] += 'a' - 'A';
+    }
+    if (f->name.len == 0) {
+        mg_errors_add(errs, node, "a header name cannot be empty");
+        return -1;
+    }
+    return 0;
+}
+
+static int mg_header_compile(mg_matcher_t *self, const mg_node_t *arg, mg_errors_t *errs)
+{
+    mg_field_t *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        abort();
+    self->data = f;
+    if (mg__field_compile(f, "header", arg, errs) != 0)
+        return -1;
+    return mg_header_check_name(f, mg_node_get(arg, "name"), errs);
+}
+
+static int mg_header_match(const mg_matcher_t *self, mg_ctx_t *ctx)
+{
+    const mg_field_t *f = self->data;
+    for (size_t i = 0; i != ctx->num_headers; ++i) {
+        const mg_header_t *h = &ctx->headers[i];
+        if (h->name.len != f->name.len || memcmp(h->name.base, f->name.base, f->name.len) != 0)
+            continue;
+        if (f->op == MG_FIELD_PRESENT)
+            return f->present;
+        if (mg__field_test(f, h->value, ctx))
+            return 1;
+    }
+    return f->op == MG_FIELD_PRESENT && !f->present;
+}
+
+static void mg_header_dispose(mg_matcher_t *self)
+{
+    mg_field_t *f = self->data;
+    if (f == NULL)
+        return;
+    mg__field_dispose(f);
+    free(f);
+}
+
+static size_t mg_header_describe(const mg_matcher_t *self, char *buf, size_t size)
+{
+    return mg__field_describe(self->data, "header", buf, size);
+}
+
+static int mg_header_binds(const mg_matcher_t *self, mg_str_t name)
+{
+    return mg__field_binds(self->data, name);
+}
+
+const mg_matcher_ops_t mg_matcher_header = {
+    .name = "header",
+    .compile = mg_header_compile,
+    .match = mg_header_match,
+    .dispose = mg_header_dispose,
+    .describe = mg_header_describe,
+    .binds = mg_header_binds,
+};
