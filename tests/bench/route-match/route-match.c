@@ -13,12 +13,20 @@
  *                (path regexes when the build has them, else prefixes), then a fallback;
  *                requests: a random leaf
  *
- * Reported per configuration: load time (parse, compile with index and checks), memory per
- * route (mallinfo2 in-use bytes after minus before, the document freed), the index's share of
- * it, and the time per match, median and p99. A clock read costs about as much as a match,
- * so matches are timed in batches of MG_BATCH with clock_gettime(CLOCK_MONOTONIC): one
- * sample is a batch's time divided by MG_BATCH. Requests are drawn before timing; every
- * match result is checked against the expected route outside the timed loop.
+ * Reported per configuration: load time (parse; compile, index and checks included), memory
+ * per route (mallinfo2 in-use bytes after minus before, the document freed), the index's
+ * share of it, and the time per match, median and p99. A clock read costs about as much as a
+ * match, so matches are timed in batches of MG_BATCH with clock_gettime(CLOCK_MONOTONIC):
+ * one sample is a batch's time divided by MG_BATCH. Each match fills one context (method,
+ * host, path, no variables), as the gateway does per request.
+ *
+ * Two request sets, drawn before timing and cycled through:
+ *   hot     MG_HOT requests (random existing tenants), like the tenants active lately: their
+ *           routes and index slots stay mostly in the CPU caches;
+ *   spread  MG_SPREAD requests drawn over all tenants: at 100,000 routes nearly every match
+ *           touches routes and index slots no recent match touched (cache misses).
+ * Every match result of both sets is checked against the expected route outside the timed
+ * loops. "linear" is mg_routes_match_linear on the hot set, for comparison.
  *
  * A benchmark: prints figures, never fails on time. Exit status 1 only when a configuration
  * does not load or a match picks the wrong route.
@@ -35,18 +43,25 @@
 
 #define MG_BATCH 32
 #define MG_NAME_SIZE 32
-#define MG_REQUESTS 4096 /* distinct requests, drawn at random, cycled through */
+#define MG_HOT 4096
+#define MG_SPREAD 131072
 
 typedef struct bench_request {
-    char host[64], path[64];
+    char host[40], path[40];
+    uint32_t host_len, path_len;
     const char *expect; /* route name */
 } bench_request_t;
+
+typedef struct bench_requests {
+    bench_request_t *items;
+    size_t size;
+} bench_requests_t;
 
 typedef struct bench_config {
     const char *shape;
     size_t routes;
     char *yaml;
-    bench_request_t *requests;
+    bench_requests_t hot, spread;
 } bench_config_t;
 
 static int dummy_backend;
@@ -84,12 +99,32 @@ static size_t heap_in_use(void)
  */
 static char *expect_names; /* "tI" strings of the current configuration, MG_NAME_SIZE bytes each */
 
-static bench_request_t *new_requests(void)
+static bench_requests_t new_requests(size_t size)
 {
-    bench_request_t *r = calloc(MG_REQUESTS, sizeof(*r));
-    if (r == NULL)
+    bench_requests_t r = {calloc(size, sizeof(*r.items)), size};
+    if (r.items == NULL)
         abort();
     return r;
+}
+
+static void set_request(bench_request_t *r, const char *host, const char *path, const char *expect)
+{
+    r->host_len = (uint32_t)snprintf(r->host, sizeof(r->host), "%s", host);
+    r->path_len = (uint32_t)snprintf(r->path, sizeof(r->path), "%s", path);
+    r->expect = expect;
+}
+
+typedef void (*draw_fn_t)(bench_request_t *r, size_t routes);
+
+/* Both request sets of `c`, drawn with `draw`. */
+static void draw_requests(bench_config_t *c, size_t routes, draw_fn_t draw)
+{
+    c->hot = new_requests(MG_HOT);
+    c->spread = new_requests(MG_SPREAD);
+    for (size_t i = 0; i != c->hot.size; ++i)
+        draw(&c->hot.items[i], routes);
+    for (size_t i = 0; i != c->spread.size; ++i)
+        draw(&c->spread.items[i], routes);
 }
 
 static const char *name_of(size_t i)
@@ -98,9 +133,17 @@ static const char *name_of(size_t i)
     return expect_names + MG_NAME_SIZE * i;
 }
 
+static void draw_host_prefix(bench_request_t *r, size_t routes)
+{
+    char host[40];
+    size_t t = (size_t)rnd(routes);
+    snprintf(host, sizeof(host), "tenant%zu.example.com", t);
+    set_request(r, host, "/api/orders/42", name_of(t));
+}
+
 static bench_config_t host_prefix(size_t n)
 {
-    bench_config_t c = {"host+prefix", n + 1, NULL, new_requests()};
+    bench_config_t c = {"host+prefix", n + 1, NULL, {NULL, 0}, {NULL, 0}};
     size_t len;
     FILE *f = open_memstream(&c.yaml, &len);
     fputs("routes:\n", f);
@@ -108,18 +151,21 @@ static bench_config_t host_prefix(size_t n)
         fprintf(f, "  - {name: t%zu, match: {all: [{host: tenant%zu.example.com}, {path: {prefix: /api}}]}, forward: b}\n", i, i);
     fputs("  - {name: fallback, respond: {status: 404}}\n", f);
     fclose(f);
-    for (size_t i = 0; i != MG_REQUESTS; ++i) {
-        size_t t = (size_t)rnd(n);
-        snprintf(c.requests[i].host, sizeof(c.requests[i].host), "tenant%zu.example.com", t);
-        snprintf(c.requests[i].path, sizeof(c.requests[i].path), "/api/orders/42");
-        c.requests[i].expect = name_of(t);
-    }
+    draw_requests(&c, n, draw_host_prefix);
     return c;
+}
+
+static void draw_prefix(bench_request_t *r, size_t routes)
+{
+    char path[40];
+    size_t t = (size_t)rnd(routes);
+    snprintf(path, sizeof(path), "/tenant%zu/api/orders", t);
+    set_request(r, "www.example.com", path, name_of(t));
 }
 
 static bench_config_t prefix_only(size_t n)
 {
-    bench_config_t c = {"prefix", n + 1, NULL, new_requests()};
+    bench_config_t c = {"prefix", n + 1, NULL, {NULL, 0}, {NULL, 0}};
     size_t len;
     FILE *f = open_memstream(&c.yaml, &len);
     fputs("routes:\n", f);
@@ -127,19 +173,23 @@ static bench_config_t prefix_only(size_t n)
         fprintf(f, "  - {name: t%zu, match: {path: {prefix: /tenant%zu}}, forward: b}\n", i, i);
     fputs("  - {name: fallback, respond: {status: 404}}\n", f);
     fclose(f);
-    for (size_t i = 0; i != MG_REQUESTS; ++i) {
-        size_t t = (size_t)rnd(n);
-        snprintf(c.requests[i].host, sizeof(c.requests[i].host), "www.example.com");
-        snprintf(c.requests[i].path, sizeof(c.requests[i].path), "/tenant%zu/api/orders", t);
-        c.requests[i].expect = name_of(t);
-    }
+    draw_requests(&c, n, draw_prefix);
     return c;
+}
+
+static void draw_deep(bench_request_t *r, size_t routes)
+{
+    char path[40];
+    int k = (int)rnd(10), j = (int)rnd(10);
+    (void)routes;
+    snprintf(path, sizeof(path), "/s%d/c%d/%d", k, j, (int)rnd(100000));
+    set_request(r, "www.example.com", path, expect_names + MG_NAME_SIZE * (size_t)(k * 10 + j));
 }
 
 /* 10 branches of 10 leaves; `regex`: the path tests are regexes (else prefixes). */
 static bench_config_t deep_tree(int regex)
 {
-    bench_config_t c = {regex ? "deep tree (regex)" : "deep tree (no regex)", 111, NULL, new_requests()};
+    bench_config_t c = {regex ? "deep tree (regex)" : "deep tree (no regex)", 111, NULL, {NULL, 0}, {NULL, 0}};
     size_t len;
     FILE *f = open_memstream(&c.yaml, &len);
     fputs("routes:\n", f);
@@ -162,13 +212,11 @@ static bench_config_t deep_tree(int regex)
     }
     fputs("  - {name: fallback, respond: {status: 404}}\n", f);
     fclose(f);
-    for (size_t i = 0; i != MG_REQUESTS; ++i) {
-        int k = (int)rnd(10), j = (int)rnd(10);
-        snprintf(c.requests[i].host, sizeof(c.requests[i].host), "www.example.com");
-        snprintf(c.requests[i].path, sizeof(c.requests[i].path), "/s%d/c%d/%d", k, j, (int)rnd(100000));
-        snprintf(expect_names + MG_NAME_SIZE * (size_t)(k * 10 + j), MG_NAME_SIZE, "s%d-c%d", k, j);
-        c.requests[i].expect = expect_names + MG_NAME_SIZE * (size_t)(k * 10 + j);
+    for (int k = 0; k != 10; ++k) {
+        for (int j = 0; j != 10; ++j)
+            snprintf(expect_names + MG_NAME_SIZE * (size_t)(k * 10 + j), MG_NAME_SIZE, "s%d-c%d", k, j);
     }
+    draw_requests(&c, 100, draw_deep);
     return c;
 }
 
@@ -178,17 +226,16 @@ static bench_config_t deep_tree(int regex)
 typedef struct bench_figures {
     double parse_ms, compile_ms;
     double bytes_per_route, index_bytes_per_route;
-    double median_ns, p99_ns, linear_median_ns;
+    double hot_median_ns, hot_p99_ns, spread_median_ns, spread_p99_ns, linear_median_ns;
     int ok;
 } bench_figures_t;
 
-static void ctx_of(mg_ctx_t *ctx, const bench_request_t *r)
+/* What the gateway fills per request; the rest stays zero. */
+static void ctx_fill(mg_ctx_t *ctx, const bench_request_t *r)
 {
-    memset(ctx, 0, sizeof(*ctx));
-    ctx->method = MG_STR("GET");
-    ctx->scheme = MG_STR("http");
-    ctx->host = mg_str(r->host, strlen(r->host));
-    ctx->path = mg_str(r->path, strlen(r->path));
+    ctx->host = mg_str(r->host, r->host_len);
+    ctx->path = mg_str(r->path, r->path_len);
+    ctx->num_vars = 0;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -199,20 +246,24 @@ static int cmp_double(const void *a, const void *b)
 
 typedef const mg_route_t *(*match_fn_t)(const mg_routes_t *, mg_ctx_t *);
 
-/* Per-match times of `samples` batches; the median, and the p99 when asked. */
-static double time_matches(const mg_routes_t *routes, mg_ctx_t *ctxs, match_fn_t match, size_t samples, double *p99)
+/* Per-match times of `samples` batches over `reqs`, cycled; the median, and the p99 when asked. */
+static double time_matches(const mg_routes_t *routes, const bench_requests_t *reqs, match_fn_t match, size_t samples, double *p99)
 {
     double *ns = malloc(samples * sizeof(*ns));
     uintptr_t sink = 0;
     size_t next = 0;
+    mg_ctx_t ctx;
     if (ns == NULL)
         abort();
+    memset(&ctx, 0, sizeof(ctx));
+    ctx.method = MG_STR("GET");
+    ctx.scheme = MG_STR("http");
     for (size_t s = 0; s != samples; ++s) {
         double t0 = now_ns();
         for (int i = 0; i != MG_BATCH; ++i) {
-            mg_ctx_t *ctx = &ctxs[next++ % MG_REQUESTS];
-            ctx->num_vars = 0;
-            sink += (uintptr_t)match(routes, ctx);
+            ctx_fill(&ctx, &reqs->items[next]);
+            next = next + 1 != reqs->size ? next + 1 : 0;
+            sink += (uintptr_t)match(routes, &ctx);
         }
         ns[s] = (now_ns() - t0) / MG_BATCH;
     }
@@ -226,14 +277,18 @@ static double time_matches(const mg_routes_t *routes, mg_ctx_t *ctxs, match_fn_t
     return median;
 }
 
-static int check_matches(const mg_routes_t *routes, mg_ctx_t *ctxs, const bench_config_t *c)
+static int check_matches(const mg_routes_t *routes, const bench_requests_t *reqs, const char *shape)
 {
-    for (size_t i = 0; i != MG_REQUESTS; ++i) {
-        ctxs[i].num_vars = 0;
-        const mg_route_t *r = mg_routes_match(routes, &ctxs[i]);
-        if (r == NULL || strcmp(r->name, c->requests[i].expect) != 0) {
-            fprintf(stderr, "route-match: %s %s%s chose %s, expected %s\n", c->shape, c->requests[i].host, c->requests[i].path,
-                    r != NULL ? r->name : "(none)", c->requests[i].expect);
+    mg_ctx_t ctx;
+    memset(&ctx, 0, sizeof(ctx));
+    ctx.method = MG_STR("GET");
+    for (size_t i = 0; i != reqs->size; ++i) {
+        const bench_request_t *req = &reqs->items[i];
+        ctx_fill(&ctx, req);
+        const mg_route_t *r = mg_routes_match(routes, &ctx);
+        if (r == NULL || strcmp(r->name, req->expect) != 0) {
+            fprintf(stderr, "route-match: %s %s%s chose %s, expected %s\n", shape, req->host, req->path,
+                    r != NULL ? r->name : "(none)", req->expect);
             return 0;
         }
     }
@@ -280,18 +335,13 @@ static bench_figures_t measure(const bench_config_t *c, size_t samples)
     if (routes == NULL)
         return fig;
     fig.index_bytes_per_route = index_bytes_per_route(routes);
-    mg_ctx_t *ctxs = malloc(MG_REQUESTS * sizeof(*ctxs));
-    if (ctxs == NULL)
-        abort();
-    for (size_t i = 0; i != MG_REQUESTS; ++i)
-        ctx_of(&ctxs[i], &c->requests[i]);
-    fig.ok = check_matches(routes, ctxs, c);
-    time_matches(routes, ctxs, mg_routes_match, samples / 10 + 1, NULL); /* warm-up */
-    fig.median_ns = time_matches(routes, ctxs, mg_routes_match, samples, &fig.p99_ns);
+    fig.ok = check_matches(routes, &c->hot, c->shape) && check_matches(routes, &c->spread, c->shape);
+    time_matches(routes, &c->hot, mg_routes_match, samples / 10 + 1, NULL); /* warm-up */
+    fig.hot_median_ns = time_matches(routes, &c->hot, mg_routes_match, samples, &fig.hot_p99_ns);
+    fig.spread_median_ns = time_matches(routes, &c->spread, mg_routes_match, samples, &fig.spread_p99_ns);
     /* Linear evaluation for comparison: a few batches at 100k routes, it is that slow. */
     size_t linear_samples = c->routes > 10000 ? 16 : samples / 10 + 1;
-    fig.linear_median_ns = time_matches(routes, ctxs, mg_routes_match_linear, linear_samples, NULL);
-    free(ctxs);
+    fig.linear_median_ns = time_matches(routes, &c->hot, mg_routes_match_linear, linear_samples, NULL);
     mg_routes_free(routes);
     return fig;
 }
@@ -312,8 +362,9 @@ static int have_path_regex(void)
 
 static void print_row(const bench_config_t *c, const bench_figures_t *f)
 {
-    printf("| %s | %zu | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f |%s\n", c->shape, c->routes, f->parse_ms, f->compile_ms,
-           f->bytes_per_route, f->index_bytes_per_route, f->median_ns, f->p99_ns, f->linear_median_ns, f->ok ? "" : " WRONG ROUTE");
+    printf("| %s | %zu | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |%s\n", c->shape, c->routes, f->parse_ms,
+           f->compile_ms, f->bytes_per_route, f->index_bytes_per_route, f->hot_median_ns, f->hot_p99_ns, f->spread_median_ns,
+           f->spread_p99_ns, f->linear_median_ns, f->ok ? "" : " WRONG ROUTE");
 }
 
 int main(int argc, char **argv)
@@ -325,10 +376,12 @@ int main(int argc, char **argv)
         samples = 100;
     if ((expect_names = calloc(100000, MG_NAME_SIZE)) == NULL)
         abort();
-    printf("route-match: %zu batches of %d matches per figure; ns/match = batch time (CLOCK_MONOTONIC) / %d\n\n", samples, MG_BATCH,
+    printf("route-match: %zu batches of %d matches per figure; ns/match = batch time (CLOCK_MONOTONIC) / %d\n", samples, MG_BATCH,
            MG_BATCH);
-    printf("| shape | routes | parse ms | compile ms | B/route | index B/route | ns/match median | p99 | linear median |\n");
-    printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    printf("hot: %d random existing tenants, cycled; spread: %d random draws over all tenants, cycled\n\n", MG_HOT, MG_SPREAD);
+    printf("| shape | routes | parse ms | compile ms | B/route | index B/route | hot median ns | hot p99 | spread median | spread "
+           "p99 | linear median |\n");
+    printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (int shape = 0; shape != 2; ++shape) {
         for (size_t i = 0; i != sizeof(counts) / sizeof(counts[0]); ++i) {
             bench_config_t c = shape == 0 ? host_prefix(counts[i]) : prefix_only(counts[i]);
@@ -337,7 +390,8 @@ int main(int argc, char **argv)
             fflush(stdout);
             ok &= f.ok;
             free(c.yaml);
-            free(c.requests);
+            free(c.hot.items);
+            free(c.spread.items);
         }
     }
     bench_config_t c = deep_tree(have_path_regex());
@@ -345,7 +399,8 @@ int main(int argc, char **argv)
     print_row(&c, &f);
     ok &= f.ok;
     free(c.yaml);
-    free(c.requests);
+    free(c.hot.items);
+    free(c.spread.items);
     free(expect_names);
     return ok ? 0 : 1;
 }

@@ -284,6 +284,74 @@ Test(route_index, prefix_deeper_than_the_cursors)
     mg_routes_free(routes);
 }
 
+Test(route_index, host_buckets_in_list_order)
+{
+    mg_routes_t *routes = load("routes:\n"
+                               "  - {name: a-api, match: {all: [{host: a.example}, {path: {prefix: /api}}]}, forward: api}\n"
+                               "  - {name: any-api-x, match: {path: /api/x}, forward: api}\n"
+                               "  - {name: a-all, match: {host: A.Example}, forward: api}\n"
+                               "  - {name: wild, match: {host: \"*.example\"}, forward: api}\n"
+                               "  - {name: b-exact, match: {all: [{host: b.example}, {path: /api/x}]}, forward: api}\n"
+                               "  - {name: re, match: {host: {regex: '^c'}}, forward: api}\n"
+                               "  - {name: c-post, match: {host: c.example, method: POST}, forward: api}\n" FILLERS);
+    expect_route(routes, "GET", "a.example", "/api/x", "a-api");
+    expect_route(routes, "GET", "a.example", "/apix", "a-all");
+    expect_route(routes, "GET", "b.example", "/api/x", "any-api-x");
+    expect_route(routes, "GET", "b.example", "/api/y", "wild");
+    expect_route(routes, "GET", "x.b.example", "/api", "wild");
+    expect_route(routes, "GET", "c.example", "/q", "wild");
+    expect_route(routes, "POST", "c.org", "/q", "re");
+    expect_route(routes, "POST", "d.org", "/q", NULL);
+    expect_route(routes, "GET", "", "/api/x", "any-api-x");
+    expect_route(routes, "GET", "", "/f1", "f1");
+    expect_route(routes, "GET", "a.example", "/f1", "a-all");
+    mg_routes_free(routes);
+}
+
+Test(route_index, host_and_path_lists_merge)
+{
+    /* The same path under several hosts and none: the request's host list and the any-host
+     * list interleave by position. */
+    mg_routes_t *routes = load("routes:\n"
+                               "  - {name: h1-get, match: {host: h1.example, path: {prefix: /p}, method: GET}, forward: api}\n"
+                               "  - {name: any-post, match: {path: {prefix: /p}, method: POST}, forward: api}\n"
+                               "  - {name: h2, match: {host: h2.example, path: {prefix: /p}}, forward: api}\n"
+                               "  - {name: h1-exact, match: {host: h1.example, path: /p/q}, forward: api}\n"
+                               "  - {name: any-put, match: {method: PUT}, forward: api}\n"
+                               "  - {name: h1, match: {host: h1.example, path: {prefix: /p}}, forward: api}\n"
+                               "  - {name: any, match: {path: {prefix: /p}}, forward: api}\n" FILLERS);
+    expect_route(routes, "GET", "h1.example", "/p/q", "h1-get");
+    expect_route(routes, "POST", "h1.example", "/p/q", "any-post");
+    expect_route(routes, "HEAD", "h1.example", "/p/q", "h1-exact");
+    expect_route(routes, "PUT", "h1.example", "/p/r", "any-put");
+    expect_route(routes, "HEAD", "h1.example", "/p/r", "h1");
+    expect_route(routes, "HEAD", "h2.example", "/p/q", "h2");
+    expect_route(routes, "HEAD", "h3.example", "/p/q", "any");
+    expect_route(routes, "HEAD", "h3.example", "/q", NULL);
+    mg_routes_free(routes);
+}
+
+Test(route_index, many_hosts)
+{
+    char *yaml;
+    size_t len;
+    FILE *f = open_memstream(&yaml, &len);
+    fputs("routes:\n", f);
+    for (unsigned i = 0; i != 20000; ++i)
+        fprintf(f, "  - {name: t%u, match: {all: [{host: tenant%u.example.com}, {path: {prefix: /api}}]}, forward: api}\n", i, i);
+    fputs("  - {name: fallback, respond: {status: 404}}\n", f);
+    fclose(f);
+    mg_routes_t *routes = load(yaml);
+    free(yaml);
+    cr_expect_eq(errs.num_warnings, 0);
+    expect_route(routes, "GET", "tenant0.example.com", "/api/x", "t0");
+    expect_route(routes, "GET", "tenant19999.example.com", "/api", "t19999");
+    expect_route(routes, "GET", "tenant777.example.com", "/api/orders/1", "t777");
+    expect_route(routes, "GET", "tenant777.example.com", "/apix", "fallback");
+    expect_route(routes, "GET", "tenant20000.example.com", "/api", "fallback");
+    mg_routes_free(routes);
+}
+
 /* A generated list of `n` routes: `/pI` exact for even I, `{prefix: /qI}` for odd I, and a
  * fallback. */
 static char *many_routes_yaml(size_t n)
@@ -336,7 +404,7 @@ static unsigned rnd(unsigned n)
 
 static const char *const segments[] = {"a", "b", "ab", "api", "x", "v1", "v2", "users", "u", "us", "y", "z"};
 static const char *const methods[] = {"GET", "POST", "PUT"};
-static const char *const hosts[] = {"a.example", "b.example", "c.example", "A.Example"};
+static const char *const hosts[] = {"a.example", "b.example", "c.example", "x.a.example", "A.Example", ""};
 static unsigned num_segments; /* of `segments`, for the current list: fewer means more overlap */
 
 /* A path of up to `depth` segments (at least `min`); sometimes with a trailing slash. */
@@ -360,13 +428,21 @@ static void random_path(char *buf, size_t size, unsigned min, unsigned depth)
 static char written[4096][64];
 static unsigned num_written;
 
+/* Exact hosts (also written in upper case: lowered at load), a wildcard, a regex. */
+static void random_host_condition(FILE *f)
+{
+    static const char *const forms[] = {"a.example", "b.example", "B.EXAMPLE", "\"*.example\"", "{regex: '^[ab]\\.example$'}",
+                                        "{exact: c.example}"};
+    fprintf(f, "{host: %s}", forms[rnd(6)]);
+}
+
 static void random_condition(FILE *f, unsigned depth)
 {
     char path[64];
     random_path(path, sizeof(path), rnd(8) == 0 ? 0 : 1, 3);
     if (num_written < sizeof(written) / sizeof(written[0]))
         memcpy(written[num_written++], path, sizeof(path));
-    switch (rnd(depth < 2 ? 9 : 4)) {
+    switch (rnd(depth < 2 ? 12 : 4)) {
     case 0:
         fprintf(f, "{path: \"%s\"}", path);
         break;
@@ -397,6 +473,17 @@ static void random_condition(FILE *f, unsigned depth)
         random_condition(f, depth + 1);
         fputs("}", f);
         break;
+    case 8:
+        random_host_condition(f);
+        break;
+    case 9:
+        fputs("{all: [", f);
+        random_host_condition(f);
+        fprintf(f, rnd(2) ? ", {path: {prefix: \"%s\"}}]}" : ", {path: \"%s\"}]}", path);
+        break;
+    case 10:
+        fputs("{path: {regex: '^/(?<first>[a-z]+)(/|$)'}}", f);
+        break;
     default: /* the implicit all */
         fprintf(f, "{path: {prefix: \"%s\"}, method: %s}", path, methods[rnd(3)]);
         break;
@@ -417,12 +504,17 @@ static void random_narrow_condition(FILE *f)
     random_path(path, sizeof(path), 1, 4);
     if (num_written < sizeof(written) / sizeof(written[0]))
         memcpy(written[num_written++], path, sizeof(path));
-    switch (rnd(4)) {
+    switch (rnd(5)) {
     case 0:
         fprintf(f, "{path: \"%s\"}", path);
         break;
     case 1:
         fprintf(f, "{path: {prefix: \"%s\"}}", path);
+        break;
+    case 2:
+        fputs("{all: [", f);
+        random_host_condition(f);
+        fprintf(f, ", {path: {prefix: \"%s\"}}]}", path);
         break;
     default:
         fprintf(f, "{all: [{path: {prefix: \"%s\"}}, ", path);
@@ -466,7 +558,7 @@ static void random_request(char *path, size_t size, request_t *req)
             path[rnd((unsigned)len)] = '\0';
     }
     req->method = methods[rnd(3)];
-    req->host = hosts[rnd(4)];
+    req->host = hosts[rnd(6)];
     req->path = path;
 }
 
@@ -665,6 +757,28 @@ Test(route_warnings, per_level)
                     "of its requests");
 }
 
+Test(route_warnings, hosts)
+{
+    EXPECT_WARNINGS("routes:\n"
+                    "  - {name: a, match: {host: a.example}, forward: api}\n"
+                    "  - {name: a-x, match: {host: A.EXAMPLE, path: /x}, forward: api}\n"
+                    "  - {name: b-x, match: {host: b.example, path: /x}, forward: api}\n"
+                    "  - {name: b-api, match: {all: [{host: b.example}, {path: {prefix: /api}}]}, forward: api}\n"
+                    "  - {name: b-api-v1, match: {all: [{path: {prefix: /api/v1}}, {host: b.example}]}, forward: api}\n"
+                    "  - {name: c-api-v1, match: {all: [{path: {prefix: /api/v1}}, {host: c.example}]}, forward: api}\n"
+                    "  - {name: api-v1, match: {path: {prefix: /api/v1}}, forward: api}\n"
+                    "  - {name: wild, match: {host: \"*.example\"}, forward: api}\n"
+                    "  - {name: d-under-wild, match: {host: d.example}, forward: api}\n"
+                    "  - {name: api, match: {path: {prefix: /api}}, forward: api}\n"
+                    "  - {name: e-api, match: {host: e.example, path: /api/e}, forward: api}\n",
+                    "routes.yaml:3:5: warning: route 'a-x' can never match: route 'a' (routes.yaml:2) catches all of its "
+                    "requests",
+                    "routes.yaml:6:5: warning: route 'b-api-v1' can never match: route 'b-api' (routes.yaml:5) catches all "
+                    "of its requests",
+                    "routes.yaml:12:5: warning: route 'e-api' can never match: route 'api' (routes.yaml:11) catches all of "
+                    "its requests");
+}
+
 Test(route_warnings, hundred_thousand_routes_shadowed)
 {
     /* Every route is shadowed by the one before it: one warning each, found by lookups. */
@@ -680,6 +794,7 @@ Test(route_warnings, hundred_thousand_routes_shadowed)
     mg_routes_free(load(yaml));
     free(yaml);
     cr_expect_eq(errs.num_warnings, 50000);
+    cr_assert_eq(errs.size, 50000);
     cr_expect_str_eq(errs.entries[49999].text, "routes.yaml:100001:5: warning: route 'e49999' can never match: route "
                                                "'p49999' (routes.yaml:100000) catches all of its requests");
 }
