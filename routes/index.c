@@ -135,6 +135,11 @@ static mg_index_slot_t *mg_index_table_add(mg_index_table_t *t, uint64_t hash)
 static void mg_index_table_shrink(mg_index_table_t *t)
 {
     mg_index_table_t small;
+    size_t slots = 16;
+    while (slots < 2 * t->size)
+        slots *= 2;
+    if (slots == t->mask + 1) /* every route has a list of its own: the table is right already */
+        return;
     mg_index_table_init(&small, t->size);
     for (size_t i = 0; i <= t->mask; ++i) {
         if (t->slots[i].hash != 0)
@@ -170,9 +175,9 @@ static int mg_index_path_kind(const mg_matcher_keys_t *keys)
     return MG_INDEX_PREFIX;
 }
 
-/* Files route `r`, counting it in its list; returns where the list's `off` is (NULL: the
- * any-host no-path list). */
-static uint32_t *mg_index_file(mg_route_index_t *index, const mg_route_t *r)
+/* Files route `r`, counting it in its list; returns the list's slot (NULL: the any-host
+ * no-path list, which has no slot). */
+static mg_index_slot_t *mg_index_file(mg_route_index_t *index, const mg_route_t *r)
 {
     mg_matcher_keys_t keys = {.complete = 1};
     mg_matcher_get_keys(r->match, &keys);
@@ -194,7 +199,7 @@ static uint32_t *mg_index_file(mg_route_index_t *index, const mg_route_t *r)
     summary->has_none |= kind == MG_INDEX_NONE;
     mg_index_slot_t *list = mg_index_table_add(&index->lists, mg_index_list_hash(h, host_hash, kind));
     ++list->len;
-    return &list->off;
+    return list;
 }
 
 /* Gives every list its place in `positions`: `off` is where it ends, to be filled backwards. */
@@ -203,41 +208,40 @@ static void mg_index_lay_out(mg_route_index_t *index)
     uint32_t end = index->any_none_len;
     index->any_none_off = end;
     for (size_t i = 0; i <= index->lists.mask; ++i) {
-        end += index->lists.slots[i].len;
-        index->lists.slots[i].off = end;
+        if (index->lists.slots[i].len > 1) /* a one-route list lives in its slot */
+            index->lists.slots[i].off = end += index->lists.slots[i].len;
     }
 }
 
-/* A one-route list keeps its route and its position in the slot: two memory accesses less per
- * request (the positions and the route list). */
-static void mg_index_inline_singles(mg_route_index_t *index, mg_route_t *const *list)
+/* Puts route `i` in its list (filled backwards from the end); a one-route list keeps its route
+ * and its position in the slot instead: two memory reads less per request (the positions and
+ * the route list). */
+static void mg_index_put(mg_route_index_t *index, mg_index_slot_t *slot, mg_route_t *const *list, uint32_t i)
 {
-    for (size_t i = 0; i <= index->lists.mask; ++i) {
-        mg_index_slot_t *slot = &index->lists.slots[i];
-        if (slot->len == 1) {
-            slot->off = index->positions[slot->off];
-            slot->route = list[slot->off];
-        }
+    if (slot == NULL) {
+        index->positions[--index->any_none_off] = i;
+    } else if (slot->len == 1) {
+        slot->off = i;
+        slot->route = list[i];
+    } else {
+        index->positions[--slot->off] = i;
     }
 }
 
 mg_route_index_t *mg__route_index_build(mg_route_t *const *list, size_t size)
 {
     mg_route_index_t *index = calloc(1, sizeof(*index));
-    uint32_t **offs = malloc((size + 1) * sizeof(*offs));
-    if (index == NULL || offs == NULL || (index->positions = malloc((size + 1) * sizeof(*index->positions))) == NULL)
+    mg_index_slot_t **slots = malloc((size + 1) * sizeof(*slots));
+    if (index == NULL || slots == NULL || (index->positions = malloc((size + 1) * sizeof(*index->positions))) == NULL)
         abort();
     mg_index_table_init(&index->lists, size);
     for (size_t i = 0; i != size; ++i)
-        offs[i] = mg_index_file(index, list[i]);
+        slots[i] = mg_index_file(index, list[i]);
     mg_index_lay_out(index);
     /* Filling backwards from the end of each list leaves every list sorted and `off` at its start. */
-    for (size_t i = size; i-- != 0;) {
-        uint32_t *off = offs[i] != NULL ? offs[i] : &index->any_none_off;
-        index->positions[--*off] = (uint32_t)i;
-    }
-    free(offs);
-    mg_index_inline_singles(index, list);
+    for (size_t i = size; i-- != 0;)
+        mg_index_put(index, slots[i], list, (uint32_t)i);
+    free(slots);
     mg_index_table_shrink(&index->lists);
     return index;
 }
