@@ -1,7 +1,8 @@
 /*
  * routes internals shared by its source files (not a public door: other modules use
  * routes.h): the per-list route index (index.c), the can-never-match checks run while a
- * list is compiled (check.c) and the string-keyed hash table both are built on (keytab.c).
+ * list is compiled (check.c), and the string hash both use with the string-keyed table of
+ * the checks (keytab.c).
  */
 #ifndef MG_ROUTES_INTERNAL_H
 #define MG_ROUTES_INTERNAL_H
@@ -30,8 +31,8 @@ const mg_route_t *mg__route_try(const mg_route_t *r, mg_ctx_t *ctx, int indexed)
 #define MG_ROUTE_INDEX_MAX_DEPTH 16
 
 /*
- * Builds the index of `list` (which must outlive it, as must the routes' matchers: keys are
- * borrowed from them). Each route is filed under what its own condition requires
+ * Builds the index of `list`. The routes must outlive it (a one-route list points at its
+ * route); the list array need not. Each route is filed under what its own condition requires
  * (mg_matcher_get_keys): an exact host and/or an exact path or a path prefix. Never fails
  * (aborts when memory runs out).
  */
@@ -107,8 +108,6 @@ uint64_t mg__hash(uint32_t space, mg_str_t s);
 const mg_keytab_item_t *mg__keytab_find(const mg_keytab_t *t, uint64_t hash, uint32_t space, mg_str_t key, int fold);
 /* Finds or adds (values 0) the item of (space, key); *added says which. Case-sensitive. */
 mg_keytab_item_t *mg__keytab_add(mg_keytab_t *t, uint32_t space, mg_str_t key, int *added);
-/* Gives back unused item capacity once the table is complete. */
-void mg__keytab_trim(mg_keytab_t *t);
 void mg__keytab_free(mg_keytab_t *t);
 
 #endif

@@ -1,8 +1,7 @@
 /*
- * A string-keyed hash table for the route index and the load-time checks: open addressing
- * with linear probing over small slots (item number and hash tag), items in one array.
- * Tables only grow while a configuration is loaded; afterwards they are read-only, shared by
- * every worker.
+ * A string-keyed hash table for the load-time checks (check.c): open addressing with linear
+ * probing over small slots (item number and hash tag), items in one array. Also the string
+ * hash the route index uses (mg__hash).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -81,17 +80,6 @@ mg_keytab_item_t *mg__keytab_add(mg_keytab_t *t, uint32_t space, mg_str_t key, i
     t->items[t->size] = (mg_keytab_item_t){.key = key, .space = space};
     *slot = (struct mg_keytab_slot){(uint32_t)++t->size, (uint32_t)(hash >> 32)};
     return &t->items[t->size - 1];
-}
-
-void mg__keytab_trim(mg_keytab_t *t)
-{
-    if (t->size == t->capacity || t->size == 0)
-        return;
-    mg_keytab_item_t *items = realloc(t->items, t->size * sizeof(*t->items));
-    if (items != NULL) {
-        t->items = items;
-        t->capacity = t->size;
-    }
 }
 
 void mg__keytab_free(mg_keytab_t *t)
