@@ -431,8 +431,8 @@ static unsigned num_written;
 /* Exact hosts (also written in upper case: lowered at load), a wildcard, a regex. */
 static void random_host_condition(FILE *f)
 {
-    static const char *const forms[] = {"a.example", "b.example", "B.EXAMPLE", "\"*.example\"", "{regex: '^[ab]\\.example$'}",
-                                        "{exact: c.example}"};
+    static const char *const forms[] = {
+        "a.example", "b.example", "B.EXAMPLE", "\"*.example\"", "{regex: '^[ab]\\.example$'}", "{exact: c.example}"};
     fprintf(f, "{host: %s}", forms[rnd(6)]);
 }
 
