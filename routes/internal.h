@@ -1,5 +1,8 @@
 /*
- * routes internals shared by its source files (other modules use routes.h).
+ * routes internals shared by its source files (not a public door: other modules use
+ * routes.h): the per-list route index (index.c), the can-never-match checks run while a
+ * list is compiled (check.c), and the string hash both use with the string-keyed table of
+ * the checks (keytab.c), and reading actions (actions.c).
  */
 #ifndef MG_ROUTES_INTERNAL_H
 #define MG_ROUTES_INTERNAL_H
@@ -18,5 +21,106 @@ int mg__is_tchar(char c);
 int mg__actions_compile(const mg_node_t *seq, mg_template_known_t known, void *arg, mg_action_t **actions, size_t *num,
                         mg_errors_t *errs);
 void mg__actions_free(mg_action_t *actions, size_t num);
+
+/* ---------------------------------------------------------------------------------------
+ * Evaluation of one route (routes.c)
+ */
+
+/*
+ * Tries route `r` exactly as the linear loop does: its condition, then (for a branch) its
+ * children, each list through its index when it has one (`indexed`) or linearly. Returns
+ * the chosen leaf or NULL; on NULL, ctx->num_vars is as on entry.
+ */
+const mg_route_t *mg__route_try(const mg_route_t *r, mg_ctx_t *ctx, int indexed);
+
+/* ---------------------------------------------------------------------------------------
+ * Route index (index.c)
+ */
+
+/* A route list this long gets an index (the top level and a branch's children alike). */
+#define MG_ROUTE_INDEX_MIN_ROUTES 8
+/* A path prefix with more segments than this is not indexed by path (its route is a
+ * candidate for every request of its host bucket); it bounds the lists met per request. */
+#define MG_ROUTE_INDEX_MAX_DEPTH 16
+
+/*
+ * Builds the index of `list`. The routes must outlive it (a one-route list points at its
+ * route); the list array need not. Each route is filed under what its own condition requires
+ * (mg_matcher_get_keys): an exact host and/or an exact path or a path prefix. Never fails
+ * (aborts when memory runs out).
+ */
+mg_route_index_t *mg__route_index_build(mg_route_t *const *list, size_t size);
+
+/*
+ * First match in `list` (the list the index was built from), with the semantics of the
+ * linear loop: candidates are tried in list order with mg__route_try; a route that is not
+ * a candidate cannot match the request. Never allocates.
+ */
+const mg_route_t *mg__route_index_match(const mg_route_index_t *index, mg_route_t *const *list, mg_ctx_t *ctx);
+
+void mg__route_index_free(mg_route_index_t *index);
+
+/* ---------------------------------------------------------------------------------------
+ * Can-never-match warnings (check.c), one checker per route list, fed in order.
+ */
+typedef struct mg_route_check mg_route_check_t;
+
+mg_route_check_t *mg__route_check_new(void);
+/*
+ * Adds route `r`, the next of its list. When an earlier route of the list catches every
+ * request `r` could match, records a warning naming both; otherwise, when `r` itself
+ * catches what its condition matches, remembers it for the routes after it.
+ */
+void mg__route_check_add(mg_route_check_t *check, const mg_route_t *r, mg_errors_t *errs);
+void mg__route_check_free(mg_route_check_t *check);
+
+/* ---------------------------------------------------------------------------------------
+ * A hash table from (space, string) to an item with two uint32 values (keytab.c). `space`
+ * separates kinds of keys in one table (a host bucket and a path kind, say). Strings are
+ * borrowed. Hosts are looked up with `fold` (ASCII case-insensitive); the hash always folds,
+ * so the same string hashes the same either way.
+ */
+typedef struct mg_keytab_item {
+    mg_str_t key;
+    uint32_t space;
+    uint32_t a, b; /* the caller's values */
+} mg_keytab_item_t;
+
+typedef struct mg_keytab {
+    struct mg_keytab_slot {
+        uint32_t item; /* index + 1; 0: empty */
+        uint32_t tag;  /* high bits of the hash, to skip most items without reading them */
+    } * slots;
+    mg_keytab_item_t *items;
+    size_t size, capacity; /* items */
+    size_t mask;           /* slots - 1; slots: 0 or a power of two */
+} mg_keytab_t;
+
+#define MG_HASH_INIT 14695981039346656037u /* FNV-1a offset basis */
+
+/* One more byte of the string, case-folded (so a hash can be carried along a walk). */
+static inline uint64_t mg__hash_step(uint64_t h, char c)
+{
+    unsigned char u = (unsigned char)c;
+    u = (u >= 'A' && u <= 'Z') ? (unsigned char)(u + 32) : u;
+    return (h ^ u) * 1099511628211u;
+}
+
+/* The hash of (space, string) once every byte has been stepped in. */
+static inline uint64_t mg__hash_finish(uint64_t h, uint32_t space)
+{
+    h ^= (uint64_t)space * 0x9e3779b97f4a7c15u;
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9u; /* splitmix64's finalizer: every bit counts */
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebu;
+    return h ^ (h >> 31);
+}
+
+uint64_t mg__hash(uint32_t space, mg_str_t s);
+
+/* The item of (space, key) whose hash is `hash` (from mg__hash), or NULL. */
+const mg_keytab_item_t *mg__keytab_find(const mg_keytab_t *t, uint64_t hash, uint32_t space, mg_str_t key, int fold);
+/* Finds or adds (values 0) the item of (space, key); *added says which. Case-sensitive. */
+mg_keytab_item_t *mg__keytab_add(mg_keytab_t *t, uint32_t space, mg_str_t key, int *added);
+void mg__keytab_free(mg_keytab_t *t);
 
 #endif

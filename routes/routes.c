@@ -402,44 +402,33 @@ static mg_route_t *mg_route_compile(mg_routes_builder_t *b, const mg_node_t *map
     return r;
 }
 
-/* A route that matches whatever reaches it: routes after it at the same level are dead. */
-static int mg_route_catches_all(const mg_route_t *r)
-{
-    if (r->match != NULL)
-        return 0;
-    if (r->kind != MG_ROUTE_BRANCH)
-        return 1;
-    for (size_t i = 0; i != r->num_children; ++i) {
-        if (mg_route_catches_all(r->children[i]))
-            return 1;
-    }
-    return 0;
-}
-
-static void mg_route_warn_dead(mg_routes_builder_t *b, const mg_route_t *dead, const mg_route_t *catcher)
-{
-    mg_node_t at = {.kind = MG_NODE_MAPPING, .file = dead->file, .line = dead->line, .column = dead->column};
-    mg_errors_warn(b->errs, &at, "route '%s' can never match: route '%s' (%s:%u) catches every request",
-                   mg_route_display_name(dead), mg_route_display_name(catcher), catcher->file, catcher->line);
-}
-
 static mg_route_t **mg_route_list_compile(mg_routes_builder_t *b, const mg_node_t *seq, const mg_route_t *parent, size_t *size)
 {
     mg_route_t **list = calloc(seq->u.sequence.size + 1, sizeof(*list));
     if (list == NULL)
         abort();
-    const mg_route_t *catcher = NULL;
+    mg_route_check_t *check = mg__route_check_new();
     for (size_t i = 0; i != seq->u.sequence.size; ++i) {
+        size_t errors_before = b->errs->num_errors;
         mg_route_t *r = mg_route_compile(b, seq->u.sequence.items[i], parent);
         if (r == NULL)
             continue;
         list[(*size)++] = r;
-        if (catcher != NULL)
-            mg_route_warn_dead(b, r, catcher);
-        else if (mg_route_catches_all(r))
-            catcher = r;
+        /* A route with errors is not what the user meant (a condition that failed to compile
+         * reads as none): warnings about it would only add noise to the errors. */
+        if (b->errs->num_errors == errors_before)
+            mg__route_check_add(check, r, b->errs);
     }
+    mg__route_check_free(check);
     return list;
+}
+
+/* Indexes `list` when long enough, and the children lists below it; returns the list's index. */
+static mg_route_index_t *mg_route_list_index(mg_route_t *const *list, size_t size)
+{
+    for (size_t i = 0; i != size; ++i)
+        list[i]->index = mg_route_list_index(list[i]->children, list[i]->num_children);
+    return size >= MG_ROUTE_INDEX_MIN_ROUTES ? mg__route_index_build(list, size) : NULL;
 }
 
 mg_routes_t *mg_routes_compile(const mg_node_t *seq, mg_backend_resolver_t resolve, void *arg, mg_errors_t *errs)
@@ -459,33 +448,47 @@ mg_routes_t *mg_routes_compile(const mg_node_t *seq, mg_backend_resolver_t resol
         mg_routes_free(routes);
         return NULL;
     }
+    routes->index = mg_route_list_index(routes->routes, routes->size);
     return routes;
 }
 
 /* ---------------------------------------------------------------------------------------
  * Per request
  */
-static const mg_route_t *mg_route_list_match(mg_route_t *const *list, size_t size, mg_ctx_t *ctx)
+static const mg_route_t *mg_route_list_match(mg_route_t *const *list, size_t size, const mg_route_index_t *index, mg_ctx_t *ctx,
+                                             int indexed)
 {
+    if (indexed && index != NULL)
+        return mg__route_index_match(index, list, ctx);
     for (size_t i = 0; i != size; ++i) {
-        const mg_route_t *r = list[i];
-        size_t mark = ctx->num_vars;
-        if (r->match != NULL && !mg_matcher_match(r->match, ctx))
-            continue;
-        if (r->kind != MG_ROUTE_BRANCH)
-            return r;
-        const mg_route_t *found = mg_route_list_match(r->children, r->num_children, ctx);
+        const mg_route_t *found = mg__route_try(list[i], ctx, indexed);
         if (found != NULL)
             return found;
-        /* No child matched: the branch's own captures must not leak into later routes. */
-        ctx->num_vars = mark;
     }
     return NULL;
 }
 
+const mg_route_t *mg__route_try(const mg_route_t *r, mg_ctx_t *ctx, int indexed)
+{
+    size_t mark = ctx->num_vars;
+    if (r->match != NULL && !mg_matcher_match(r->match, ctx))
+        return NULL;
+    if (r->kind != MG_ROUTE_BRANCH)
+        return r;
+    const mg_route_t *found = mg_route_list_match(r->children, r->num_children, r->index, ctx, indexed);
+    if (found == NULL) /* no child matched: the branch's own captures must not leak into later routes */
+        ctx->num_vars = mark;
+    return found;
+}
+
 const mg_route_t *mg_routes_match(const mg_routes_t *routes, mg_ctx_t *ctx)
 {
-    return mg_route_list_match(routes->routes, routes->size, ctx);
+    return mg_route_list_match(routes->routes, routes->size, routes->index, ctx, 1);
+}
+
+const mg_route_t *mg_routes_match_linear(const mg_routes_t *routes, mg_ctx_t *ctx)
+{
+    return mg_route_list_match(routes->routes, routes->size, NULL, ctx, 0);
 }
 
 static size_t mg_route_list_count(mg_route_t *const *list, size_t size)
@@ -506,6 +509,7 @@ static void mg_route_free(mg_route_t *r)
     for (size_t i = 0; i != r->num_children; ++i)
         mg_route_free(r->children[i]);
     free(r->children);
+    mg__route_index_free(r->index);
     for (size_t i = 0; i != r->respond.num_headers; ++i) {
         free((char *)r->respond.headers[i].name.base);
         free((char *)r->respond.headers[i].value.base);
@@ -527,6 +531,7 @@ void mg_routes_free(mg_routes_t *routes)
         return;
     for (size_t i = 0; i != routes->size; ++i)
         mg_route_free(routes->routes[i]);
+    mg__route_index_free(routes->index);
     free(routes->routes);
     free(routes->file);
     free(routes);

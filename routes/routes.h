@@ -109,6 +109,7 @@ struct mg_route {
     mg_route_t **children;
     size_t num_children;
     const mg_route_t *parent;
+    struct mg_route_index *index; /* for the children; NULL when linear evaluation is as fast */
 };
 
 typedef struct mg_route_index mg_route_index_t;
