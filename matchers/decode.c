@@ -6,7 +6,7 @@
 
 #include "matchers/matchers.h"
 
-static int mg_hex_value(char c)
+int mg_hex_value(char c)
 {
     if (c >= '0' && c <= '9')
         return c - '0';

@@ -199,6 +199,9 @@ const mg_str_t *mg_ctx_get_header(const mg_ctx_t *ctx, mg_str_t name);
  */
 long mg_path_normalize(const char *in, size_t len, char *out);
 
+/* The value of hexadecimal digit `c` (either case), or -1. */
+int mg_hex_value(char c);
+
 /*
  * Percent-decodes `in` into `out` (which must hold `len` bytes); with `plus`, '+' means a
  * space (query strings). Malformed escapes are kept as written. Returns the length written.

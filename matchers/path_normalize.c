@@ -9,17 +9,6 @@
  */
 #include "matchers/matchers.h"
 
-static int mg_hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* RFC 3986 2.3: the only characters whose escapes are equivalent to the character itself. */
 static int mg_is_unreserved(int c)
 {

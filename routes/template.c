@@ -205,11 +205,6 @@ static const char *mg_literal_refused(mg_template_target_t target)
     return "";
 }
 
-static int mg_hex(char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
 static const char *mg_target_what(mg_template_target_t target)
 {
     switch (target) {
@@ -238,7 +233,7 @@ static int mg_check_literal(mg_template_builder_t *b, mg_str_t lit)
                           b->target == MG_TARGET_PATH && c == '?' ? " (use set_query for the query)" : "");
             return -1;
         }
-        if (c == '%' && b->target != MG_TARGET_HEADER && !(i + 2 < lit.len && mg_hex(lit.base[i + 1]) && mg_hex(lit.base[i + 2]))) {
+        if (c == '%' && b->target != MG_TARGET_HEADER && !(i + 2 < lit.len && mg_hex_value(lit.base[i + 1]) >= 0 && mg_hex_value(lit.base[i + 2]) >= 0)) {
             mg_errors_add(b->errs, b->node, "malformed %%-escape in %s (write %%25 for a literal '%%')", mg_target_what(b->target));
             return -1;
         }
@@ -376,17 +371,6 @@ static mg_value_t mg_piece_value(const mg_piece_t *p, const mg_ctx_t *ctx)
         return mg_value(mg_query_param(ctx->query, p->text, &found), MG_FORM_QUERY_VALUE);
     }
     return mg_builtin_value(p, ctx);
-}
-
-static int mg_hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 /* The next decoded byte of s at *i (advancing *i past its escape, if any). */

@@ -3,13 +3,8 @@
  * then mg_routes_match + mg_route_apply on requests, as the gateway does. The document is freed
  * right after compiling, and request memory comes from an arena freed after each test.
  */
-#include <criterion/criterion.h>
-#include <stdlib.h>
-#include <string.h>
+#include "support.h"
 
-#include "routes/routes.h"
-
-static mg_errors_t errs;
 static int backend_api;
 
 static void *resolve(void *arg, const char *name)
@@ -18,35 +13,13 @@ static void *resolve(void *arg, const char *name)
     return strcmp(name, "api") == 0 ? &backend_api : NULL;
 }
 
-typedef struct arena_block {
-    struct arena_block *next;
-    max_align_t data[];
-} arena_block_t;
-
-static arena_block_t *arena;
-
-static void *arena_alloc(void *arg, size_t size)
-{
-    (void)arg;
-    arena_block_t *b = malloc(sizeof(*b) + size);
-    cr_assert_not_null(b);
-    b->next = arena;
-    arena = b;
-    return b->data;
-}
-
 static mg_routes_t *loaded;
 
 static void fini(void)
 {
-    while (arena != NULL) {
-        arena_block_t *next = arena->next;
-        free(arena);
-        arena = next;
-    }
     mg_routes_free(loaded);
     loaded = NULL;
-    mg_errors_clear(&errs);
+    support_fini();
 }
 
 TestSuite(actions, .fini = fini);
@@ -59,12 +32,7 @@ TestSuite(forward_host, .fini = fini);
  */
 static mg_routes_t *load(const char *yaml)
 {
-    mg_errors_clear(&errs);
-    mg_doc_t *doc = mg_doc_load_string("routes.yaml", yaml, strlen(yaml), &errs);
-    cr_assert_not_null(doc, "YAML syntax error in test: %s", errs.size ? errs.entries[0].text : "");
-    mg_routes_t *routes = mg_routes_compile(mg_node_get(mg_doc_root(doc), "routes"), resolve, NULL, &errs);
-    mg_doc_free(doc);
-    return routes;
+    return load_with(yaml, resolve);
 }
 
 /* Loads `yaml`, which must compile; the routes are freed after the test. */
@@ -79,19 +47,7 @@ static void load_ok(const char *yaml)
 
 static void expect_errors(const char *yaml, const char *const *messages)
 {
-    mg_routes_t *routes = load(yaml);
-    cr_expect_null(routes, "compiled: %s", yaml);
-    mg_routes_free(routes);
-    size_t n = 0;
-    for (size_t i = 0; i != errs.size; ++i) {
-        if (errs.entries[i].warning)
-            continue;
-        if (messages[n] == NULL)
-            cr_expect_fail("unexpected message: %s", errs.entries[i].text);
-        else
-            cr_expect_str_eq(errs.entries[i].text, messages[n++]);
-    }
-    cr_expect_null(messages[n], "missing error '%s'", messages[n]);
+    expect_errors_with(yaml, resolve, messages);
 }
 
 #define EXPECT_ERRORS(yaml, ...) expect_errors(yaml, (const char *const[]){__VA_ARGS__, NULL})

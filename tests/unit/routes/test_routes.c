@@ -6,9 +6,8 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "routes/routes.h"
+#include "support.h"
 
-static mg_errors_t errs;
 static int backend_api, backend_crm;
 
 static void *resolve(void *arg, const char *name)
@@ -21,23 +20,12 @@ static void *resolve(void *arg, const char *name)
     return NULL;
 }
 
-static void suite_fini(void)
-{
-    mg_errors_clear(&errs);
-}
+TestSuite(routes_match, .fini = support_fini);
+TestSuite(routes_compile, .fini = support_fini);
 
-TestSuite(routes_match, .fini = suite_fini);
-TestSuite(routes_compile, .fini = suite_fini);
-
-/* Compiles the `routes:` key of `yaml`; NULL when compilation failed (errors in `errs`). */
 static mg_routes_t *load(const char *yaml)
 {
-    mg_errors_clear(&errs);
-    mg_doc_t *doc = mg_doc_load_string("routes.yaml", yaml, strlen(yaml), &errs);
-    cr_assert_not_null(doc, "YAML syntax error in test: %s", errs.size ? errs.entries[0].text : "");
-    mg_routes_t *routes = mg_routes_compile(mg_node_get(mg_doc_root(doc), "routes"), resolve, NULL, &errs);
-    mg_doc_free(doc);
-    return routes;
+    return load_with(yaml, resolve);
 }
 
 static mg_routes_t *load_ok(const char *yaml)
@@ -50,23 +38,9 @@ static mg_routes_t *load_ok(const char *yaml)
     return routes;
 }
 
-/* Expects compilation to fail with exactly these errors, in order (NULL-terminated); warnings
- * are not looked at. */
 static void expect_errors(const char *yaml, const char *const *messages)
 {
-    mg_routes_t *routes = load(yaml);
-    cr_expect_null(routes, "compiled: %s", yaml);
-    mg_routes_free(routes);
-    size_t n = 0;
-    for (size_t i = 0; i != errs.size; ++i) {
-        if (errs.entries[i].warning)
-            continue;
-        if (messages[n] == NULL)
-            cr_expect_fail("unexpected message: %s", errs.entries[i].text);
-        else
-            cr_expect_str_eq(errs.entries[i].text, messages[n++]);
-    }
-    cr_expect_null(messages[n], "missing error '%s'", messages[n]);
+    expect_errors_with(yaml, resolve, messages);
 }
 
 #define EXPECT_ERRORS(yaml, ...) expect_errors(yaml, (const char *const[]){__VA_ARGS__, NULL})

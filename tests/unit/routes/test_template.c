@@ -4,45 +4,11 @@
  * document is freed right after, so a string the template forgot to copy shows up under the
  * sanitizers); expansion allocates from an arena freed after each test.
  */
-#include <criterion/criterion.h>
-#include <stdlib.h>
-#include <string.h>
+#include <stdio.h>
 
-#include "routes/routes.h"
+#include "support.h"
 
-static mg_errors_t errs;
-
-/* ---------------------------------------------------------------------------------------
- * Request memory: a chain of malloc'ed blocks, freed after each test.
- */
-typedef struct arena_block {
-    struct arena_block *next;
-    max_align_t data[];
-} arena_block_t;
-
-static arena_block_t *arena;
-
-static void *arena_alloc(void *arg, size_t size)
-{
-    (void)arg;
-    arena_block_t *b = malloc(sizeof(*b) + size);
-    cr_assert_not_null(b);
-    b->next = arena;
-    arena = b;
-    return b->data;
-}
-
-static void fini(void)
-{
-    while (arena != NULL) {
-        arena_block_t *next = arena->next;
-        free(arena);
-        arena = next;
-    }
-    mg_errors_clear(&errs);
-}
-
-TestSuite(template, .fini = fini);
+TestSuite(template, .fini = support_fini);
 
 /* ---------------------------------------------------------------------------------------
  * Helpers
