@@ -49,6 +49,10 @@ typedef struct request {
     const char *method, *host, *path;
 } request_t;
 
+/* Variables bound before matching (at least the tenant): MG_CTX_MAX_VARS leaves no room, so a
+ * prefix (which binds `remainder`) cannot match, with the index or without. */
+static size_t prefill_vars = 1;
+
 static void ctx_init(mg_ctx_t *ctx, const request_t *req)
 {
     memset(ctx, 0, sizeof(*ctx));
@@ -57,6 +61,8 @@ static void ctx_init(mg_ctx_t *ctx, const request_t *req)
     ctx->path = mg_str(req->path, strlen(req->path));
     ctx->scheme = MG_STR("http");
     mg_ctx_set_var(ctx, MG_STR("tenant"), MG_STR("acme"));
+    while (ctx->num_vars < prefill_vars)
+        mg_ctx_set_var(ctx, MG_STR("filler"), MG_STR("x"));
 }
 
 static const char *route_name(const mg_route_t *r)
@@ -77,8 +83,10 @@ static const mg_route_t *match_both(const mg_routes_t *routes, const request_t *
                  indexed.num_vars, linear.num_vars);
     for (size_t i = 0; i != indexed.num_vars; ++i) {
         const mg_var_t *x = &indexed.vars[i], *y = &linear.vars[i];
-        cr_assert(x->name.base == y->name.base && x->name.len == y->name.len && x->value.base == y->value.base &&
-                      x->value.len == y->value.len && x->flags == y->flags,
+        /* Names by content (the index binds `remainder` from its own literal: the same pointer only
+         * when the linker merges the two), values by address (the same slice of the request). */
+        cr_assert(x->name.len == y->name.len && memcmp(x->name.base, y->name.base, x->name.len) == 0 &&
+                      x->value.base == y->value.base && x->value.len == y->value.len && x->flags == y->flags,
                   "%s %s %s: variable %zu differs", req->method, req->host, req->path, i);
     }
     return a;
@@ -352,6 +360,103 @@ Test(route_index, many_hosts)
     mg_routes_free(routes);
 }
 
+/* Routes whose condition is nothing but an exact host and/or path are decided by the index
+ * from its own copy of the keys: the same answers, variables included. */
+Test(route_index, complete_keys)
+{
+    mg_routes_t *routes =
+        load("routes:\n"
+             "  - {name: up-api, match: {all: [{host: UP.Example}, {path: {prefix: /api}}]}, forward: api}\n"
+             "  - {name: a-exact, match: {host: a.example, path: /api/x}, forward: api}\n"
+             "  - {name: a-api, match: {all: [{path: {prefix: /api/}}, {host: a.example}]}, forward: api}\n"
+             "  - {name: a-root, match: {all: [{host: a.example}, {all: [{path: {prefix: /}}]}]}, forward: api}\n"
+             "  - {name: b-host, match: {host: {exact: B.example}}, forward: api}\n"
+             "  - {name: x-exact, match: {path: /x/}, forward: api}\n"
+             "  - {name: x-prefix, match: {path: {prefix: /x}}, forward: api}\n"
+             "  - {name: deep, match: {path: {prefix: /1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17}}, forward: api}\n"
+             "  - {name: c-deep, match: {host: c.example, path: {prefix: /1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17/18}}, "
+             "forward: api}\n"
+             "  - {name: root, match: {path: {prefix: /}}, forward: api}\n" FILLERS);
+    static const struct {
+        const char *host, *path, *name, *remainder;
+    } cases[] = {
+        {"up.example", "/api/v", "up-api", "/v"},
+        {"UP.Example", "/api/v", "root", "/api/v"}, /* the context's host is compared as it is */
+        {"up.example", "/apiv", "root", "/apiv"},
+        {"a.example", "/api/x", "a-exact", NULL},
+        {"a.example", "/api/x/", "a-api", "/x/"},
+        {"a.example", "/api", "a-api", ""},
+        {"a.example", "/ap", "a-root", "/ap"},
+        {"a.example", "", "a-root", ""},
+        {"a.examplex", "/ap", "root", "/ap"},
+        {"b.example", "/api/x", "b-host", NULL},
+        {"B.example", "/q", "root", "/q"},
+        {"", "/x/", "x-exact", NULL},
+        {"", "/x", "x-prefix", ""},
+        {"", "/x//", "x-prefix", "//"},
+        {"", "/xy", "root", "/xy"},
+        {"", "/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17/18", "deep", "/18"},
+        {"c.example", "/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/17/18/19", "deep", "/18/19"},
+        {"", "/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/170", "root", "/1/2/3/4/5/6/7/8/9/10/11/12/13/14/15/16/170"},
+        {"", "relative", NULL, NULL},
+    };
+    for (size_t full = 0; full != 2; ++full) {
+        prefill_vars = full ? MG_CTX_MAX_VARS : 1;
+        for (size_t i = 0; i != sizeof(cases) / sizeof(cases[0]); ++i) {
+            request_t req = {"GET", cases[i].host, cases[i].path};
+            mg_ctx_t ctx;
+            const char *name = cases[i].name;
+            if (full && cases[i].remainder != NULL) /* no room for `remainder`: only exact paths and hosts match */
+                name = strcmp(cases[i].host, "b.example") == 0 ? "b-host" : NULL;
+            cr_expect_str_eq(route_name(match_both(routes, &req)), name != NULL ? name : "(none)", "%s %s (%zu variables)",
+                             cases[i].host, cases[i].path, prefill_vars);
+            ctx_init(&ctx, &req);
+            const mg_route_t *r = mg_routes_match(routes, &ctx);
+            const mg_var_t *rem = mg_ctx_find_var(&ctx, MG_STR("remainder"));
+            if (r != NULL && !full && cases[i].remainder != NULL) {
+                cr_assert_not_null(rem, "%s %s", cases[i].host, cases[i].path);
+                cr_expect(rem->value.len == strlen(cases[i].remainder) &&
+                              memcmp(rem->value.base, cases[i].remainder, rem->value.len) == 0 && rem->flags == MG_VAR_ENCODED &&
+                              rem->value.base >= req.path && rem->value.base <= req.path + strlen(req.path),
+                          "%s %s: remainder '%.*s'", cases[i].host, cases[i].path, (int)rem->value.len, rem->value.base);
+            } else {
+                cr_expect_null(rem, "%s %s", cases[i].host, cases[i].path);
+            }
+        }
+    }
+    prefill_vars = 1;
+    mg_routes_free(routes);
+}
+
+/* Several routes with the same keys share a list: each is still decided from its own entry. */
+Test(route_index, complete_keys_in_shared_lists)
+{
+    mg_routes_t *routes = load("routes:\n"
+                               "  - {name: get, match: {host: h.example, path: {prefix: /p}, method: GET}, forward: api}\n"
+                               "  - {name: h-p, match: {host: h.example, path: {prefix: /p}}, forward: api}\n"
+                               "  - {name: h-p-again, match: {host: h.example, path: {prefix: /p/}}, forward: api}\n"
+                               "  - name: branch\n"
+                               "    match: {host: h.example, path: {prefix: /b}}\n"
+                               "    routes:\n"
+                               "      - {name: inner, match: {path: /b/in}, forward: api}\n"
+                               "  - {name: h-b, match: {all: [{host: h.example}, {path: {prefix: /b}}]}, forward: api}\n"
+                               "  - {name: h, match: {host: h.example}, forward: api}\n"
+                               "  - {name: h-twice, match: {host: h.example}, forward: api}\n" FILLERS);
+    expect_route(routes, "GET", "h.example", "/p/1", "get");
+    expect_route(routes, "PUT", "h.example", "/p/1", "h-p");
+    expect_route(routes, "PUT", "h.example", "/b/in", "inner");
+    expect_route(routes, "PUT", "h.example", "/b/out", "h-b");
+    expect_route(routes, "PUT", "h.example", "/q", "h");
+    expect_route(routes, "PUT", "i.example", "/p", NULL);
+    prefill_vars = MG_CTX_MAX_VARS - 1;
+    expect_route(routes, "PUT", "h.example", "/b/in", "inner");
+    prefill_vars = MG_CTX_MAX_VARS;
+    expect_route(routes, "PUT", "h.example", "/p/1", "h");
+    expect_route(routes, "PUT", "h.example", "/b/in", "h");
+    prefill_vars = 1;
+    mg_routes_free(routes);
+}
+
 /* A generated list of `n` routes: `/pI` exact for even I, `{prefix: /qI}` for odd I, and a
  * fallback. */
 static char *many_routes_yaml(size_t n)
@@ -436,8 +541,63 @@ static void random_host_condition(FILE *f)
     fprintf(f, "{host: %s}", forms[rnd(6)]);
 }
 
+static unsigned complete_heavy; /* most conditions test an exact host and/or a path only */
+
+/* A condition that tests nothing but an exact host and/or an exact path or a prefix, in the
+ * forms that say so: host alone, path alone, both in `all` (either order, nested or implicit),
+ * the prefix "/", hosts written in upper case. */
+static void random_complete_condition(FILE *f)
+{
+    static const char *const complete_hosts[] = {"a.example", "b.example",          "B.EXAMPLE",
+                                                 "A.Example", "{exact: c.example}", "x.a.example"};
+    char path[64];
+    random_path(path, sizeof(path), rnd(6) == 0 ? 0 : 1, 3);
+    if (num_written < sizeof(written) / sizeof(written[0]))
+        memcpy(written[num_written++], path, sizeof(path));
+    const char *host = complete_hosts[rnd(6)];
+    char path_cond[96];
+    switch (rnd(3)) {
+    case 0:
+        snprintf(path_cond, sizeof(path_cond), "{path: \"%s\"}", path);
+        break;
+    case 1:
+        snprintf(path_cond, sizeof(path_cond), "{path: {prefix: \"%s\"}}", path);
+        break;
+    default:
+        snprintf(path_cond, sizeof(path_cond), "{path: {prefix: \"%s\"}}", rnd(3) == 0 ? "/" : path);
+        break;
+    }
+    switch (rnd(7)) {
+    case 0:
+        fprintf(f, "{host: %s}", host);
+        break;
+    case 1:
+        fputs(path_cond, f);
+        break;
+    case 2:
+        fprintf(f, "{all: [{host: %s}, %s]}", host, path_cond);
+        break;
+    case 3:
+        fprintf(f, "{all: [%s, {host: %s}]}", path_cond, host);
+        break;
+    case 4:
+        fprintf(f, "{all: [{all: [{host: %s}]}, {all: [%s]}]}", host, path_cond);
+        break;
+    case 5: /* the implicit all */
+        fprintf(f, "{host: %s, path: %.*s}", host, (int)(strlen(path_cond) - 8), path_cond + 7);
+        break;
+    default:
+        fprintf(f, "{all: [%s]}", path_cond);
+        break;
+    }
+}
+
 static void random_condition(FILE *f, unsigned depth)
 {
+    if (complete_heavy && rnd(3) != 0) {
+        random_complete_condition(f);
+        return;
+    }
     char path[64];
     random_path(path, sizeof(path), rnd(8) == 0 ? 0 : 1, 3);
     if (num_written < sizeof(written) / sizeof(written[0]))
@@ -496,6 +656,10 @@ static unsigned route_counter, catch_all_odds;
  * method-only route would answer nearly every request and the rest would never be reached. */
 static void random_narrow_condition(FILE *f)
 {
+    if (complete_heavy && rnd(3) != 0) {
+        random_complete_condition(f);
+        return;
+    }
     if (catch_all_odds < 100 || rnd(10) == 0) {
         random_condition(f, 0);
         return;
@@ -581,8 +745,12 @@ static void differential(unsigned configs, unsigned max_routes, unsigned request
             char path[128];
             request_t req;
             random_request(path, sizeof(path), &req);
+            /* Now and then a variable table with room for one more, or none. */
+            unsigned k = rnd(8);
+            prefill_vars = k == 0 ? MG_CTX_MAX_VARS : k == 1 ? MG_CTX_MAX_VARS - 1 : 1;
             match_both(routes, &req);
         }
+        prefill_vars = 1;
         mg_routes_free(routes);
     }
 }
@@ -597,6 +765,22 @@ Test(route_index_random, long_lists)
 {
     rng_state = 0x243f6a8885a308d3u;
     differential(20, 2000, 2000);
+}
+
+Test(route_index_random, complete_keys_small_lists)
+{
+    rng_state = 0x13198a2e03707344u;
+    complete_heavy = 1;
+    differential(400, 40, 200);
+    complete_heavy = 0;
+}
+
+Test(route_index_random, complete_keys_long_lists)
+{
+    rng_state = 0xa4093822299f31d0u;
+    complete_heavy = 1;
+    differential(20, 2000, 2000);
+    complete_heavy = 0;
 }
 
 /* ---------------------------------------------------------------------------------------
