@@ -102,11 +102,12 @@ def test_api_customer_branch(start_gateway, backend, tmp_path):
     backend.wait_for("/api-v2/customer/9")
     backend.wait_for("/api/customer")
     entries = wait_until(lambda: log_entries(log) if len(log_entries(log)) == 4 else None, 3)
-    assert [(e["path"], e["route"]) for e in entries] == [
+    # one connection per request, so lines of different workers: compare without order
+    assert sorted((e["path"], e["route"]) for e in entries) == [
+        ("/api/customer", "customer-v1"),
         ("/api/customer/7", "customer-v2"),
         ("/api/customer/8", "customer-v1"),
         ("/api/customer/9", "customer-v2"),
-        ("/api/customer", "customer-v1"),
     ]
 
 
@@ -139,10 +140,12 @@ def test_redirect(start_gateway, backend, tmp_path):
 
     assert backend.received() == []
     entries = wait_until(lambda: log_entries(log) if len(log_entries(log)) == 3 else None, 3)
-    assert [(e["method"], e["path"], e["route"], e["status"]) for e in entries] == [
+    # each request came on its own connection, possibly to another worker: lines of different
+    # workers are not ordered
+    assert sorted((e["method"], e["path"], e["route"], e["status"]) for e in entries) == [
         ("GET", "/old/a%20b/c", "moved", 301),
-        ("POST", "/login", "temp", 302),
         ("HEAD", "/login", "temp", 302),
+        ("POST", "/login", "temp", 302),
     ]
 
 
@@ -188,7 +191,7 @@ def test_crlf_in_a_value_is_400_and_nothing_is_sent(start_gateway, backend, tmp_
     assert backend.wait_for("/p/a%20b").headers["x-rest"] == "/a b"
     assert [r.path for r in backend.received()] == ["/p/a%20b"]
     entries = wait_until(lambda: log_entries(log) if len(log_entries(log)) == 5 else None, 3)
-    assert [e["status"] for e in entries] == [400, 400, 400, 400, 200]
+    assert sorted(e["status"] for e in entries) == [200, 400, 400, 400, 400]
 
 
 def test_rewrite_leaving_the_root_is_400(start_gateway, backend):
