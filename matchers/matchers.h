@@ -236,7 +236,7 @@ typedef struct mg_matcher_keys {
     mg_str_t path;   /* a normalized path the request must have (exact) or start with (prefix) */
     int path_prefix; /* path is a prefix on segment boundaries ("" = "/") */
     int has_path;
-    int complete;    /* the condition tests nothing but these keys */
+    int complete; /* the condition tests nothing but these keys */
 } mg_matcher_keys_t;
 
 typedef struct mg_matcher_ops {
@@ -317,6 +317,14 @@ size_t mg_matcher_describe_text(char *buf, size_t size, size_t off, const char *
 size_t mg_matcher_describe_str(char *buf, size_t size, size_t off, mg_str_t s);
 /* A child matcher's description. */
 size_t mg_matcher_describe_child(char *buf, size_t size, size_t off, const mg_matcher_t *child);
+
+/*
+ * The test of `path: value` (exact) or `path: {prefix: value}` on ctx->path, `value` normalized
+ * and, for a prefix, without its trailing '/' ("/" is ""). A prefix holds on segment
+ * boundaries and binds `remainder` (still %-encoded, MG_VAR_ENCODED); a full variable table
+ * makes it fail. path.c's matcher and the route index's fast path both answer through it.
+ */
+int mg_path_test(mg_str_t value, int prefix, mg_ctx_t *ctx);
 
 /*
  * Regular expressions (regex.c): PCRE2, compiled and JIT-compiled at load. Matching uses match

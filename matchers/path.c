@@ -87,21 +87,26 @@ static int mg_path_compile(mg_matcher_t *self, const mg_node_t *arg, mg_errors_t
     return -1;
 }
 
+int mg_path_test(mg_str_t value, int prefix, mg_ctx_t *ctx)
+{
+    mg_str_t path = ctx->path;
+    if (path.len < value.len || (value.len != 0 && memcmp(path.base, value.base, value.len) != 0))
+        return 0;
+    if (!prefix)
+        return path.len == value.len;
+    if (path.len != value.len && path.base[value.len] != '/')
+        return 0;
+    /* A full variable table fails the match rather than hand a template an unbound name. */
+    mg_str_t remainder = value.len != 0 ? mg_str(path.base + value.len, path.len - value.len) : path;
+    return mg_ctx_set_var_flags(ctx, MG_STR("remainder"), remainder, MG_VAR_ENCODED) == 0;
+}
+
 static int mg_path_match(const mg_matcher_t *self, mg_ctx_t *ctx)
 {
     const mg_path_t *p = self->data;
-    mg_str_t path = ctx->path;
     if (p->re != NULL)
-        return mg_regex_match(p->re, path, ctx, MG_VAR_ENCODED);
-    if (path.len < p->len || (p->len != 0 && memcmp(path.base, p->value, p->len) != 0))
-        return 0;
-    if (!p->prefix)
-        return path.len == p->len;
-    if (path.len != p->len && path.base[p->len] != '/')
-        return 0;
-    /* A full variable table fails the match rather than hand a template an unbound name. */
-    mg_str_t remainder = p->len != 0 ? mg_str(path.base + p->len, path.len - p->len) : path;
-    return mg_ctx_set_var_flags(ctx, MG_STR("remainder"), remainder, MG_VAR_ENCODED) == 0;
+        return mg_regex_match(p->re, ctx->path, ctx, MG_VAR_ENCODED);
+    return mg_path_test(mg_str(p->value, p->len), p->prefix, ctx);
 }
 
 static void mg_path_dispose(mg_matcher_t *self)

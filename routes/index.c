@@ -434,7 +434,7 @@ static size_t mg_index_find(const mg_route_index_t *index, const mg_index_lookup
 /*
  * Whether the route of entry `f` matches: what its condition (an exact host and/or an exact
  * path or a prefix, nothing else) would answer, variables included. The host and the path are
- * tested as matchers/host.c (MG_HOST_EXACT) and matchers/path.c (mg_path_match) do; the order
+ * tested as matchers/host.c (MG_HOST_EXACT) and matchers/path.c do (through mg_path_test); the order
  * of the tests does not matter, since only the last one binds and a failure undoes all.
  */
 static int mg_index_fast_match(const mg_index_fast_t *f, mg_ctx_t *ctx)
@@ -444,16 +444,7 @@ static int mg_index_fast_match(const mg_index_fast_t *f, mg_ctx_t *ctx)
         return 0;
     if (f->path_kind == MG_INDEX_NONE)
         return 1;
-    mg_str_t path = ctx->path;
-    const char *value = f->bytes + host_len;
-    if (path.len < len || (len != 0 && memcmp(path.base, value, len) != 0))
-        return 0;
-    if (f->path_kind == MG_INDEX_EXACT)
-        return path.len == len;
-    if (path.len != len && path.base[len] != '/')
-        return 0;
-    mg_str_t remainder = len != 0 ? mg_str(path.base + len, path.len - len) : path;
-    return mg_ctx_set_var_flags(ctx, MG_STR("remainder"), remainder, MG_VAR_ENCODED) == 0;
+    return mg_path_test(mg_str(f->bytes + host_len, len), f->path_kind != MG_INDEX_EXACT, ctx);
 }
 
 /* Tries the candidates in position order (a k-way merge of the sorted lists). */

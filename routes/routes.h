@@ -76,8 +76,8 @@ typedef enum mg_action_kind {
 
 typedef struct mg_action {
     mg_action_kind_t kind;
-    mg_str_t name;         /* header actions: the header, lower case; set_method: the method; owned */
-    mg_template_t *value;  /* NULL for remove_header and set_method */
+    mg_str_t name;        /* header actions: the header, lower case; set_method: the method; owned */
+    mg_template_t *value; /* NULL for remove_header and set_method */
 } mg_action_t;
 
 typedef struct mg_route mg_route_t;

@@ -233,7 +233,8 @@ static int mg_check_literal(mg_template_builder_t *b, mg_str_t lit)
                           b->target == MG_TARGET_PATH && c == '?' ? " (use set_query for the query)" : "");
             return -1;
         }
-        if (c == '%' && b->target != MG_TARGET_HEADER && !(i + 2 < lit.len && mg_hex_value(lit.base[i + 1]) >= 0 && mg_hex_value(lit.base[i + 2]) >= 0)) {
+        if (c == '%' && b->target != MG_TARGET_HEADER &&
+            !(i + 2 < lit.len && mg_hex_value(lit.base[i + 1]) >= 0 && mg_hex_value(lit.base[i + 2]) >= 0)) {
             mg_errors_add(b->errs, b->node, "malformed %%-escape in %s (write %%25 for a literal '%%')", mg_target_what(b->target));
             return -1;
         }

@@ -49,24 +49,42 @@ static void put(text_t *t, const char *s)
 /* ---------------------------------------------------------------------------------------
  * The tree
  */
-static const char *const leaf_conds[] = {
-    "{path: /}", "{path: /a}", "{path: /a/b}", "{path: {prefix: /a}}", "{path: {prefix: /a/b}}", "{path: {prefix: /}}",
-    "{path: {prefix: /b}}", "{path: {regex: '^/(?<p>[a-z]+)'}}", "{method: GET}", "{method: [POST, PUT]}",
-    "{host: a.example.com}", "{host: b.example.com}", "{host: '*.example.com'}",
-    "{host: {regex: '^(?<tenant>[a-z]+)\\.example\\.com$'}}", "{header: {name: x-a, equals: v}}",
-    "{header: {name: x-a, prefix: v}}", "{header: {name: x-a, contains: x}}", "{header: {name: x-b, present: true}}",
-    "{header: {name: x-a, regex: '^(?<h>.*)$'}}", "{query: {name: q, equals: '1'}}", "{query: {name: q, present: true}}",
-    "{query: {name: q, regex: '^(?<qv>.*)$'}}", "{websocket: true}", "{tenant: acme}", "{all: [{host: a.example.com}, {path: {prefix: /a}}]}",
-    "{host: a.example.com, path: /a/b}"};
+static const char *const leaf_conds[] = {"{path: /}",
+                                         "{path: /a}",
+                                         "{path: /a/b}",
+                                         "{path: {prefix: /a}}",
+                                         "{path: {prefix: /a/b}}",
+                                         "{path: {prefix: /}}",
+                                         "{path: {prefix: /b}}",
+                                         "{path: {regex: '^/(?<p>[a-z]+)'}}",
+                                         "{method: GET}",
+                                         "{method: [POST, PUT]}",
+                                         "{host: a.example.com}",
+                                         "{host: b.example.com}",
+                                         "{host: '*.example.com'}",
+                                         "{host: {regex: '^(?<tenant>[a-z]+)\\.example\\.com$'}}",
+                                         "{header: {name: x-a, equals: v}}",
+                                         "{header: {name: x-a, prefix: v}}",
+                                         "{header: {name: x-a, contains: x}}",
+                                         "{header: {name: x-b, present: true}}",
+                                         "{header: {name: x-a, regex: '^(?<h>.*)$'}}",
+                                         "{query: {name: q, equals: '1'}}",
+                                         "{query: {name: q, present: true}}",
+                                         "{query: {name: q, regex: '^(?<qv>.*)$'}}",
+                                         "{websocket: true}",
+                                         "{tenant: acme}",
+                                         "{all: [{host: a.example.com}, {path: {prefix: /a}}]}",
+                                         "{host: a.example.com, path: /a/b}"};
 
 static const char *const actions[] = {
     "{set_header: {x-out: '${host}'}}", "{add_header: {x-out: '${header.x-a}'}}", "{remove_header: x-a}",
-    "{rewrite_path: '/r${path}'}", "{rewrite_path: '/${query.q}/x'}", "{set_method: PATCH}", "{set_query: 'q=${method}'}",
-    "{set_header: {x-q: '${query.q}'}}", "{rewrite_path: '/..${path}'}", "{set_header: {x-t: '${tenant}'}}"};
+    "{rewrite_path: '/r${path}'}",      "{rewrite_path: '/${query.q}/x'}",        "{set_method: PATCH}",
+    "{set_query: 'q=${method}'}",       "{set_header: {x-q: '${query.q}'}}",      "{rewrite_path: '/..${path}'}",
+    "{set_header: {x-t: '${tenant}'}}"};
 
-static const char *const terminals[] = {
-    "respond: {status: 200}", "forward: b", "forward: {backend: b, host: '${header.x-a}'}",
-    "redirect: {location: 'https://${host}${path}?${query}'}", "forward: {backend: b, host: 'h-${query.q}'}"};
+static const char *const terminals[] = {"respond: {status: 200}", "forward: b", "forward: {backend: b, host: '${header.x-a}'}",
+                                        "redirect: {location: 'https://${host}${path}?${query}'}",
+                                        "forward: {backend: b, host: 'h-${query.q}'}"};
 
 static void put_cond(draw_t *d, text_t *t, int depth)
 {
@@ -147,8 +165,8 @@ static const char *const methods[] = {"GET", "POST", "PUT", "DELETE", "HEAD"};
 static const char *const hosts[] = {"a.example.com", "b.example.com", "x.a.example.com", "example.com", ""};
 static const char *const segments[] = {"/a", "/b", "/ab", "/c", "/..", "/.", "//", "/%2e%2e", "/%0d%0a", "/%41", "/", "/x%2Fy"};
 static const char *const queries[] = {"", "q=1", "q=%0d%0a", "a=b&q=2", "q", "q=%2e%2e", "q=a+b&q=3"};
-static const mg_header_t header_pool[] = {{{"x-a", 3}, {"v", 1}},         {{"x-a", 3}, {"vx", 2}}, {{"x-a", 3}, {"xv", 2}},
-                                          {{"x-b", 3}, {"", 0}},          {{"x-a", 3}, {"a\tb", 3}}, {{"cookie", 6}, {"c=1", 3}},
+static const mg_header_t header_pool[] = {{{"x-a", 3}, {"v", 1}},     {{"x-a", 3}, {"vx", 2}},   {{"x-a", 3}, {"xv", 2}},
+                                          {{"x-b", 3}, {"", 0}},      {{"x-a", 3}, {"a\tb", 3}}, {{"cookie", 6}, {"c=1", 3}},
                                           {{"x-a", 3}, {"%0d%0a", 6}}};
 
 typedef struct request {

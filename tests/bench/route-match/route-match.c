@@ -141,18 +141,27 @@ static void draw_host_prefix(bench_request_t *r, size_t routes)
     set_request(r, host, "/api/orders/42", name_of(t));
 }
 
-static bench_config_t host_prefix(size_t n)
+/* n tenant routes written with `route` (a format taking the tenant number twice), then a
+ * fallback; requests drawn with `draw`. */
+static bench_config_t tenant_routes(const char *shape, size_t n, const char *route, draw_fn_t draw)
 {
-    bench_config_t c = {"host+prefix", n + 1, NULL, {NULL, 0}, {NULL, 0}};
+    bench_config_t c = {shape, n + 1, NULL, {NULL, 0}, {NULL, 0}};
     size_t len;
     FILE *f = open_memstream(&c.yaml, &len);
     fputs("routes:\n", f);
     for (size_t i = 0; i != n; ++i)
-        fprintf(f, "  - {name: t%zu, match: {all: [{host: tenant%zu.example.com}, {path: {prefix: /api}}]}, forward: b}\n", i, i);
+        fprintf(f, route, i, i);
     fputs("  - {name: fallback, respond: {status: 404}}\n", f);
     fclose(f);
-    draw_requests(&c, n, draw_host_prefix);
+    draw_requests(&c, n, draw);
     return c;
+}
+
+static bench_config_t host_prefix(size_t n)
+{
+    return tenant_routes("host+prefix", n,
+                         "  - {name: t%zu, match: {all: [{host: tenant%zu.example.com}, {path: {prefix: /api}}]}, forward: b}\n",
+                         draw_host_prefix);
 }
 
 static void draw_prefix(bench_request_t *r, size_t routes)
@@ -165,16 +174,7 @@ static void draw_prefix(bench_request_t *r, size_t routes)
 
 static bench_config_t prefix_only(size_t n)
 {
-    bench_config_t c = {"prefix", n + 1, NULL, {NULL, 0}, {NULL, 0}};
-    size_t len;
-    FILE *f = open_memstream(&c.yaml, &len);
-    fputs("routes:\n", f);
-    for (size_t i = 0; i != n; ++i)
-        fprintf(f, "  - {name: t%zu, match: {path: {prefix: /tenant%zu}}, forward: b}\n", i, i);
-    fputs("  - {name: fallback, respond: {status: 404}}\n", f);
-    fclose(f);
-    draw_requests(&c, n, draw_prefix);
-    return c;
+    return tenant_routes("prefix", n, "  - {name: t%zu, match: {path: {prefix: /tenant%zu}}, forward: b}\n", draw_prefix);
 }
 
 static void draw_deep(bench_request_t *r, size_t routes)

@@ -195,4 +195,21 @@ static void expect_describe(const char *text, const char *json)
     mg_matcher_free(m);
 }
 
+/* describe() into every buffer size from 1 to the whole text: it writes what fits, always
+ * NUL-terminated, never past `size`, and always returns the whole length (snprintf's contract). */
+static __attribute__((unused)) void expect_describe_truncates(const char *text, const char *full)
+{
+    mg_matcher_t *m = compile_ok(text);
+    cr_expect_eq(mg_matcher_describe(m, NULL, 0), strlen(full));
+    for (size_t size = 1; size <= strlen(full) + 1; ++size) {
+        char buf[128];
+        memset(buf, 'X', sizeof(buf));
+        cr_assert_eq(mg_matcher_describe(m, buf, size), strlen(full));
+        cr_assert_eq(strlen(buf), size - 1, "size %zu", size);
+        cr_assert(strncmp(buf, full, size - 1) == 0);
+        cr_assert_eq(buf[size], 'X', "wrote past size %zu", size);
+    }
+    mg_matcher_free(m);
+}
+
 #endif
