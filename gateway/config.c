@@ -14,7 +14,8 @@
 
 #define MG_MAX_WORKERS 256
 
-static const char *const top_keys[] = {"listen", "workers", "shutdown_timeout", "access_log", "limits", "backends", "routes", NULL};
+static const char *const top_keys[] = {"listen",   "workers", "shutdown_timeout", "access_log", "limits",
+                                       "backends", "tenants", "routes",           NULL};
 
 /* ---------------------------------------------------------------------------------------
  * Small helpers
@@ -113,7 +114,12 @@ static void parse_access_log(mg_config_loader_t *cl, const mg_node_t *root)
  */
 static void parse_limits(mg_config_loader_t *cl, const mg_node_t *root)
 {
-    static const char *const keys[] = {"max_request_body", "max_header_size", "client_idle_timeout", "max_http2_streams", NULL};
+    static const char *const keys[] = {"max_request_body",
+                                       "max_header_size",
+                                       "client_idle_timeout",
+                                       "max_http2_streams",
+                                       "max_requests_per_connection_per_second",
+                                       NULL};
     const mg_node_t *limits = mg_node_get(root, "limits");
     mg_limits_conf_t *l = &cl->conf->limits;
 
@@ -124,6 +130,8 @@ static void parse_limits(mg_config_loader_t *cl, const mg_node_t *root)
     read_size(cl, limits, "max_header_size", &l->max_header_size);
     mg__config_read_duration(cl, limits, "client_idle_timeout", 1, &l->client_idle_timeout_ms);
     mg__config_read_uint(cl, limits, "max_http2_streams", 1, 256, &l->max_http2_streams);
+    mg__config_read_uint(cl, limits, "max_requests_per_connection_per_second", 0, 10000000,
+                         &l->max_requests_per_connection_per_second);
 }
 
 static void parse_globals(mg_config_loader_t *cl, const mg_node_t *root)
@@ -179,6 +187,7 @@ static mg_config_t *config_new(const char *file)
     conf->limits.max_header_size = UINT64_C(64) << 10;
     conf->limits.client_idle_timeout_ms = 60000;
     conf->limits.max_http2_streams = 100;
+    conf->limits.max_requests_per_connection_per_second = 10000;
     return conf;
 }
 
@@ -191,6 +200,7 @@ static void config_read(mg_config_loader_t *cl, const mg_node_t *root)
     mg__config_parse_listen(cl, root);
     parse_globals(cl, root);
     mg__config_parse_backends(cl, root);
+    mg__config_parse_tenants(cl, root);
     parse_routes(cl, root);
 }
 
@@ -264,6 +274,7 @@ void mg_config_free(mg_config_t *conf)
     for (size_t i = 0; i < conf->num_backends; i++)
         mg__config_backend_free(&conf->backends[i]);
     free(conf->backends);
+    mg__config_tenants_free(&conf->tenants);
     if (conf->routes != NULL)
         mg_routes_free(conf->routes);
     free(conf->access_log);

@@ -34,6 +34,9 @@ int mg__config_parse_port(const char *s, uint16_t *port);
 void mg__config_parse_listen(mg_config_loader_t *cl, const mg_node_t *root);
 /* Reads the optional `backends:` section into cl->conf (config_backends.c). */
 void mg__config_parse_backends(mg_config_loader_t *cl, const mg_node_t *root);
+/* Reads the optional `tenants:` section into cl->conf (config_tenants.c). */
+void mg__config_parse_tenants(mg_config_loader_t *cl, const mg_node_t *root);
+void mg__config_tenants_free(mg_tenants_conf_t *tc);
 /* Frees what a backend owns (not the backend itself). */
 void mg__config_backend_free(mg_backend_conf_t *backend);
 

@@ -53,8 +53,38 @@ typedef struct mg_limits_conf {
     uint64_t max_request_body; /* bytes; 413 beyond */
     uint64_t max_header_size;  /* bytes; 431 beyond */
     uint64_t client_idle_timeout_ms;
-    unsigned max_http2_streams; /* concurrent streams per HTTP/2 connection */
+    unsigned max_http2_streams;                      /* concurrent streams per HTTP/2 connection */
+    unsigned max_requests_per_connection_per_second; /* 0: no cap */
 } mg_limits_conf_t;
+
+/* tenants.identify: where a request's tenant comes from (config_tenants.c, tenants.c). */
+typedef enum mg_identify_kind {
+    MG_IDENTIFY_HEADER,
+    MG_IDENTIFY_HOST, /* regex on the host (lower case, no port) */
+    MG_IDENTIFY_PATH, /* regex on the normalized path */
+} mg_identify_kind_t;
+
+typedef struct mg_identify_rule {
+    mg_identify_kind_t kind;
+    char *header;      /* MG_IDENTIFY_HEADER: the name, lower case */
+    mg_regex_t *regex; /* host, path: has a group named `tenant` */
+} mg_identify_rule_t;
+
+typedef struct mg_tenant_quota {
+    char *tenant;
+    mg_quota_t quota;
+} mg_tenant_quota_t;
+
+#define MG_TENANT_MAX_LEN 128
+
+typedef struct mg_tenants_conf {
+    mg_identify_rule_t *identify; /* tried in order; the first non-empty value wins */
+    size_t num_identify;
+    int reject_unidentified;   /* unidentified: reject (401) */
+    mg_quota_t default_quota;  /* requests == 0: tenants without their own quota are not limited */
+    mg_tenant_quota_t *quotas; /* sorted by name (bsearch) */
+    size_t num_quotas;
+} mg_tenants_conf_t;
 
 typedef struct mg_config {
     char *file;
@@ -66,6 +96,7 @@ typedef struct mg_config {
     mg_limits_conf_t limits;
     mg_backend_conf_t *backends;
     size_t num_backends;
+    mg_tenants_conf_t tenants;
     mg_routes_t *routes;
 } mg_config_t;
 
@@ -84,6 +115,20 @@ int mg_config_parse_address(const char *s, struct sockaddr_storage *ss, socklen_
  * (singular for 1: "1 listener"). */
 void mg_config_summary(const mg_config_t *conf, char *buf, size_t size);
 void mg_config_free(mg_config_t *conf);
+
+/* ---------------------------------------------------------------------------------------
+ * Tenants (tenants.c): pure functions on the routing context, unit-tested without h2o.
+ */
+
+/* The quota of `tenant`: its own, else the default; NULL when it has none. */
+const mg_quota_t *mg_tenants_quota(const mg_tenants_conf_t *tc, mg_str_t tenant);
+/*
+ * Identifies the request's tenant by the rules in order; the first non-empty value wins and is
+ * stored in ctx->tenant (ctx->alloc memory when decoded). Returns 1 identified, 0 not, -1 when
+ * the value found is longer than MG_TENANT_MAX_LEN or holds a control character (the request
+ * gets a 400). Leaves no variables bound.
+ */
+int mg_tenants_identify(const mg_tenants_conf_t *tc, mg_ctx_t *ctx);
 
 /* ---------------------------------------------------------------------------------------
  * Running (server.c). Starts conf->workers threads, serves until SIGTERM/SIGINT, then stops

@@ -29,11 +29,12 @@ typedef struct mg_routes_builder {
     unsigned unsure; /* > 0 while reading below a condition that did not compile */
 } mg_routes_builder_t;
 
-static const char *const mg_route_keys[] = {"name", "match", "actions", "forward", "respond", "redirect", "routes", NULL};
+static const char *const mg_route_keys[] = {"name", "match", "actions", "forward", "respond", "redirect", "routes", "quota", NULL};
 static const char *const mg_route_terminals[] = {"forward", "respond", "redirect", "routes", NULL};
 static const char *const mg_forward_keys[] = {"backend", "host", NULL};
 static const char *const mg_redirect_keys[] = {"location", "status", NULL};
 static const char *const mg_respond_keys[] = {"status", "body", "headers", NULL};
+static const char *const mg_route_quota_keys[] = {"requests", "per", "key", NULL};
 
 static mg_route_t **mg_route_list_compile(mg_routes_builder_t *b, const mg_node_t *seq, const mg_route_t *parent, size_t *size);
 
@@ -187,6 +188,20 @@ static void mg_route_read_actions(mg_routes_builder_t *b, mg_route_t *r, const m
     mg_route_scope_t scope = {b, r};
     if (seq != NULL)
         mg__actions_compile(seq, mg_route_knows, &scope, &r->actions, &r->num_actions, b->errs);
+}
+
+/* `quota: {requests, per, key}`: the key is a header-like value (decoded), default the tenant. */
+static void mg_route_read_quota(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *map)
+{
+    const mg_node_t *node = mg_node_get(map, "quota"), *key;
+    mg_quota_t limit = {0, 0};
+
+    if (node == NULL)
+        return;
+    if (mg_quota_read(node, mg_route_quota_keys, &limit, b->errs) == 0)
+        r->quota.limit = limit;
+    if ((key = mg_node_get(node, "key")) != NULL) /* checked even after an error: one run shows all */
+        r->quota.key = mg_route_template(b, r, key, MG_TARGET_HEADER);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -397,6 +412,7 @@ static mg_route_t *mg_route_compile(mg_routes_builder_t *b, const mg_node_t *map
     unsigned unsure = b->errs->num_errors != errors_before;
     b->unsure += unsure;
     mg_route_read_actions(b, r, map);
+    mg_route_read_quota(b, r, map);
     mg_route_read_terminal(b, r, map);
     b->unsure -= unsure;
     return r;
@@ -519,6 +535,7 @@ static void mg_route_free(mg_route_t *r)
     free(r->forward.backend_name);
     mg_template_free(r->forward.host);
     mg_template_free(r->redirect.location);
+    mg_template_free(r->quota.key);
     mg__actions_free(r->actions, r->num_actions);
     mg_matcher_free(r->match);
     free(r->name);

@@ -6,6 +6,7 @@
 #define MG_ROUTES_H
 
 #include "matchers/matchers.h"
+#include "throttle/throttle.h"
 
 /* ---------------------------------------------------------------------------------------
  * Documents
@@ -106,6 +107,10 @@ struct mg_route {
         mg_header_t *headers; /* names lower case; strings owned by the route */
         size_t num_headers;
     } respond;
+    struct {
+        mg_quota_t limit;   /* limit.requests == 0: the route has no quota */
+        mg_template_t *key; /* NULL: the request's tenant */
+    } quota;
     mg_route_t **children;
     size_t num_children;
     const mg_route_t *parent;
@@ -158,6 +163,13 @@ typedef struct mg_route_result {
  * LF or NUL or a rewritten path leaves the root: the request must get a 400.
  */
 int mg_route_apply(const mg_route_t *leaf, mg_ctx_t *ctx, mg_route_result_t *res);
+
+/*
+ * Reads a quota, `{requests: N, per: D}` (N in 1..MG_QUOTA_MAX_REQUESTS, D from 1ms to 24h),
+ * into *out. `keys` lists the keys allowed in the mapping (NULL: requests and per). 0, or -1
+ * after recording errors at their positions.
+ */
+int mg_quota_read(const mg_node_t *node, const char *const *keys, mg_quota_t *out, mg_errors_t *errs);
 
 /* Number of routes in the whole tree (branches included). */
 size_t mg_routes_count(const mg_routes_t *routes);

@@ -452,3 +452,46 @@ Test(routes_compile, many_routes)
     cr_expect_str_eq(r->name, "r4321");
     mg_routes_free(routes);
 }
+
+Test(routes_compile, quotas)
+{
+    mg_routes_t *routes = load_ok("routes:\n"
+                                  "  - name: api\n"
+                                  "    match: {path: {regex: '^/u/(?<user>[a-z]+)'}}\n"
+                                  "    quota: {requests: 20, per: 500ms, key: \"${user}\"}\n"
+                                  "    routes:\n"
+                                  "      - name: leaf\n"
+                                  "        quota: {requests: 3, per: 1m}\n"
+                                  "        forward: api\n"
+                                  "  - name: none\n"
+                                  "    forward: api\n");
+    const mg_route_t *api = routes->routes[0], *leaf = api->children[0], *none = routes->routes[1];
+    cr_expect_eq(api->quota.limit.requests, 20);
+    cr_expect_eq(api->quota.limit.per_us, 500000);
+    cr_assert_not_null(api->quota.key);
+    cr_expect_eq(mg_template_source(api->quota.key).len, 7);
+    cr_expect_eq(leaf->quota.limit.requests, 3);
+    cr_expect_eq(leaf->quota.limit.per_us, UINT64_C(60000000));
+    cr_expect_null(leaf->quota.key, "no key: the tenant");
+    cr_expect_eq(none->quota.limit.requests, 0);
+    mg_routes_free(routes);
+}
+
+Test(routes_compile, quota_errors)
+{
+    EXPECT_ERRORS("routes:\n"
+                  "  - name: a\n"
+                  "    quota: {requests: 0, per: 1s}\n"
+                  "    forward: api\n"
+                  "  - name: b\n"
+                  "    quota: {requests: 1, per: 1s, key: \"${usr}\", burst: 2}\n"
+                  "    forward: api\n"
+                  "  - name: c\n"
+                  "    quota: 10\n"
+                  "    forward: api\n",
+                  "routes.yaml:3:23: expected an integer between 1 and 1000000, got '0'",
+                  "routes.yaml:6:50: unknown key 'burst'",
+                  "routes.yaml:6:40: unknown variable '${usr}' (known here: tenant, host, path, query, method, header.<Name>, "
+                  "query.<name>, and named groups of the conditions of this route and its parents)",
+                  "routes.yaml:9:12: expected a mapping, got a scalar");
+}

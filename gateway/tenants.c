@@ -1,0 +1,81 @@
+/*
+ * Tenants at request time: which tenant a request belongs to (tenants.identify) and its
+ * quota. Pure functions of the routing context, so they are unit-tested without h2o.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "gateway/gateway.h"
+
+static int compare_name(const void *key, const void *item)
+{
+    const mg_str_t *name = key;
+    const char *tenant = ((const mg_tenant_quota_t *)item)->tenant;
+    int c = strncmp(name->base, tenant, name->len);
+    return c != 0 ? c : tenant[name->len] == '\0' ? 0 : -1;
+}
+
+const mg_quota_t *mg_tenants_quota(const mg_tenants_conf_t *tc, mg_str_t tenant)
+{
+    const mg_tenant_quota_t *q = NULL;
+
+    if (tc->num_quotas != 0 && tenant.len != 0)
+        q = bsearch(&tenant, tc->quotas, tc->num_quotas, sizeof(*tc->quotas), compare_name);
+    if (q != NULL)
+        return &q->quota;
+    return tc->default_quota.requests != 0 ? &tc->default_quota : NULL;
+}
+
+/* The group `tenant` of a regex rule; the variables the match bound are undone. */
+static mg_str_t regex_value(const mg_identify_rule_t *rule, mg_ctx_t *ctx)
+{
+    size_t saved = ctx->num_vars;
+    int encoded = rule->kind == MG_IDENTIFY_PATH ? MG_VAR_ENCODED : 0;
+    mg_str_t value = {NULL, 0};
+
+    if (mg_regex_match(rule->regex, rule->kind == MG_IDENTIFY_PATH ? ctx->path : ctx->host, ctx, encoded)) {
+        const mg_str_t *v = mg_ctx_get_var(ctx, mg_str("tenant", 6));
+        if (v != NULL && v->len != 0 && encoded) {
+            /* a path slice is still %-encoded: the tenant is the decoded name */
+            char *buf = mg_alloc(&ctx->alloc, v->len);
+            value = mg_str(buf, mg_percent_decode(v->base, v->len, buf, 0));
+        } else if (v != NULL) {
+            value = *v;
+        }
+    }
+    ctx->num_vars = saved;
+    return value;
+}
+
+static mg_str_t rule_value(const mg_identify_rule_t *rule, mg_ctx_t *ctx)
+{
+    if (rule->kind == MG_IDENTIFY_HEADER) {
+        const mg_str_t *v = mg_ctx_get_header(ctx, mg_str(rule->header, strlen(rule->header)));
+        return v != NULL ? *v : mg_str(NULL, 0);
+    }
+    return regex_value(rule, ctx);
+}
+
+/* Names end up in logs, headers and the admin API: no control characters. */
+static int valid_name(mg_str_t v)
+{
+    if (v.len > MG_TENANT_MAX_LEN)
+        return 0;
+    for (size_t i = 0; i < v.len; i++)
+        if ((unsigned char)v.base[i] < 0x20 || v.base[i] == 0x7f)
+            return 0;
+    return 1;
+}
+
+int mg_tenants_identify(const mg_tenants_conf_t *tc, mg_ctx_t *ctx)
+{
+    for (size_t i = 0; i < tc->num_identify; i++) {
+        mg_str_t v = rule_value(&tc->identify[i], ctx);
+        if (v.len == 0)
+            continue;
+        if (!valid_name(v))
+            return -1;
+        ctx->tenant = v;
+        return 1;
+    }
+    return 0;
+}
