@@ -1,0 +1,342 @@
+/* The limiter alone, on a clock the test drives: window edges, Retry-After, idle periods,
+ * extreme quotas, clock steps, freezing and copying (the table's reload support), and a
+ * comparison with a plain model on seeded random traces. Includes limiter.c to reach its
+ * cursor and slot helpers. */
+#include <criterion/criterion.h>
+#include "throttle/limiter.c"
+#include "model.h"
+
+static mg_limiter_t *limiter(uint32_t n, uint64_t per)
+{
+    mg_limiter_t *l = mg_limiter_new((mg_quota_t){n, per});
+    cr_assert_not_null(l);
+    return l;
+}
+
+/* One decision that must go the way `admitted` says. */
+static mg_decision_t decide(mg_limiter_t *l, uint64_t now, int admitted)
+{
+    mg_decision_t d;
+    memset(&d, 0xa5, sizeof(d));
+    int r = mg_limiter_acquire(l, now, &d);
+    cr_assert_eq(r, admitted, "at %llu: %s, expected %s", (unsigned long long)now, r ? "admitted" : "rejected",
+                 admitted ? "admitted" : "rejected");
+    cr_assert_eq(d.admitted, admitted);
+    cr_assert_eq(d.limit, l->n);
+    return d;
+}
+
+Test(limiter, window_edges_and_decision_fields)
+{
+    mg_limiter_t *l = limiter(3, 100);
+    mg_decision_t d = decide(l, 1000, 1);
+    cr_expect_eq(d.at_us, 1000);
+    cr_expect_eq(d.remaining, 2);
+    cr_expect_eq(d.reset_us, 100);
+    d = decide(l, 1010, 1);
+    cr_expect_eq(d.remaining, 1);
+    cr_expect_eq(d.reset_us, 90, "the oldest (1000) leaves at 1100: %llu", (unsigned long long)d.reset_us);
+    d = decide(l, 1020, 1);
+    cr_expect_eq(d.remaining, 0);
+    cr_expect_eq(d.reset_us, 80);
+    d = decide(l, 1020, 0);
+    cr_expect_eq(d.retry_after_us, 80);
+    cr_expect_eq(d.reset_us, 80);
+    cr_expect_eq(d.remaining, 0);
+    d = decide(l, 1099, 0); /* P - 1 after the oldest: still in */
+    cr_expect_eq(d.retry_after_us, 1);
+    d = decide(l, 1100, 1); /* exactly P after: out */
+    cr_expect_eq(d.at_us, 1100);
+    cr_expect_eq(d.remaining, 0, "1010, 1020, 1100 are in the window");
+    cr_expect_eq(d.reset_us, 10);
+    d = decide(l, 1109, 0);
+    cr_expect_eq(d.retry_after_us, 1);
+    decide(l, 1110, 1);
+    cr_expect_eq(mg_limiter_used(l, 1110), 3);
+    cr_expect_eq(mg_limiter_used(l, 1119), 3);
+    cr_expect_eq(mg_limiter_used(l, 1120), 2);
+    cr_expect_eq(mg_limiter_used(l, 1209), 1);
+    cr_expect_eq(mg_limiter_used(l, 1210), 0);
+    cr_expect_eq(mg_limiter_acquire(l, 1210, NULL), 1, "a decision without a decision record");
+    mg_limiter_free(l);
+}
+
+Test(limiter, retry_after_is_exact_at_every_moment_of_a_full_window)
+{
+    mg_limiter_t *l = limiter(4, 1000);
+    static const uint64_t at[] = {5000, 5100, 5700, 5900};
+    for (size_t i = 0; i < 4; i++)
+        decide(l, at[i], 1);
+    /* until 6000 the oldest (5000) holds the window full; waiting exactly Retry-After works */
+    for (uint64_t now = 5900; now < 6000; now += 7) {
+        mg_decision_t d = decide(l, now, 0);
+        cr_assert_eq(d.retry_after_us, 6000 - now);
+    }
+    decide(l, 6000, 1);
+    /* now 5100 is the oldest: full again until 6100 */
+    mg_decision_t d = decide(l, 6000, 0);
+    cr_expect_eq(d.retry_after_us, 100);
+    decide(l, 6000 + d.retry_after_us, 1);
+    d = decide(l, 6100, 0);
+    cr_expect_eq(d.retry_after_us, 600, "5700 is the oldest now");
+    mg_limiter_free(l);
+}
+
+Test(limiter, idle_then_burst_gets_the_full_quota)
+{
+    mg_limiter_t *l = limiter(5, 1000);
+    for (uint64_t t = 100; t < 105; t++)
+        decide(l, t, 1);
+    decide(l, 105, 0);
+    /* long idle: the whole ring has expired, a burst gets all N at one instant */
+    for (int i = 0; i < 5; i++) {
+        mg_decision_t d = decide(l, 50000, 1);
+        cr_expect_eq(d.remaining, (uint32_t)(4 - i));
+    }
+    mg_decision_t d = decide(l, 50000, 0);
+    cr_expect_eq(d.retry_after_us, 1000);
+    /* a partial idle: 2 admissions leave, 2 come back, not more */
+    decide(l, 50900, 0);
+    mg_limiter_t *m = limiter(5, 1000);
+    decide(m, 1, 1);
+    decide(m, 1, 1);
+    decide(m, 500, 1);
+    decide(m, 500, 1);
+    decide(m, 500, 1);
+    decide(m, 1001, 1);
+    decide(m, 1001, 1);
+    decide(m, 1001, 0);
+    d = decide(m, 1001, 0);
+    cr_expect_eq(d.retry_after_us, 499);
+    /* idle exactly P after the last admission: everything is available again */
+    for (int i = 0; i < 5; i++)
+        decide(m, 2001, 1);
+    decide(m, 2001, 0);
+    mg_limiter_free(m);
+    mg_limiter_free(l);
+}
+
+Test(limiter, one_request_per_window)
+{
+    mg_limiter_t *l = limiter(1, 250);
+    mg_decision_t d = decide(l, 10, 1);
+    cr_expect_eq(d.remaining, 0);
+    cr_expect_eq(d.reset_us, 250);
+    for (uint64_t t = 10; t < 260; t += 13) {
+        d = decide(l, t, 0);
+        cr_assert_eq(d.retry_after_us, 260 - t);
+    }
+    decide(l, 259, 0);
+    decide(l, 260, 1);
+    decide(l, 260, 0);
+    decide(l, 100000, 1);
+    cr_expect_eq(mg_limiter_used(l, 100000), 1);
+    cr_expect_eq(mg_limiter_used(l, 100250), 0);
+    mg_limiter_free(l);
+}
+
+Test(limiter, a_million_requests_per_window, .timeout = 60)
+{
+    const uint32_t n = MG_QUOTA_MAX_REQUESTS;
+    cr_expect_eq(mg_limiter_size((mg_quota_t){n, 1}), 64 + (size_t)n * 8);
+    mg_limiter_t *l = limiter(n, MG_QUOTA_MAX_PER_US);
+    const uint64_t t0 = 1000;
+    for (uint32_t i = 0; i < n; i++)
+        cr_assert_eq(mg_limiter_acquire(l, t0 + i / 1000, NULL), 1, "admission %u rejected", i);
+    mg_decision_t d = decide(l, t0 + 1000, 0);
+    cr_expect_eq(d.retry_after_us, MG_QUOTA_MAX_PER_US - 1000);
+    cr_expect_eq(mg_limiter_used(l, t0 + 1000), n);
+    /* the first thousand (all at t0) leave together */
+    for (int i = 0; i < 1000; i++)
+        decide(l, t0 + MG_QUOTA_MAX_PER_US, 1);
+    d = decide(l, t0 + MG_QUOTA_MAX_PER_US, 0);
+    cr_expect_eq(d.retry_after_us, 1);
+    cr_expect_eq(mg__limiter_admitted(l), (uint64_t)n + 1000);
+    mg_limiter_free(l);
+}
+
+Test(limiter, clock_stepping_back_counts_as_the_newest_admission)
+{
+    mg_limiter_t *l = limiter(2, 100);
+    decide(l, 1000, 1);
+    mg_decision_t d = decide(l, 500, 1);
+    cr_expect_eq(d.at_us, 1000, "the ring's time never goes backwards");
+    cr_expect_eq(d.remaining, 0);
+    d = decide(l, 600, 0);
+    cr_expect_eq(d.retry_after_us, 500, "Retry-After counts from the caller's now");
+    d = decide(l, 1099, 0);
+    cr_expect_eq(d.retry_after_us, 1);
+    d = decide(l, 1100, 1);
+    cr_expect_eq(d.at_us, 1100);
+    /* a step back after that window: still no more than N in any window of ring time */
+    d = decide(l, 1150, 1);
+    d = decide(l, 20, 0);
+    cr_expect_eq(d.retry_after_us, 1100 + 100 - 20);
+    mg_limiter_free(l);
+}
+
+Test(limiter, quota_out_of_range_is_refused)
+{
+    static const mg_quota_t bad[] = {
+        {0, 1000}, {MG_QUOTA_MAX_REQUESTS + 1, 1000}, {10, 0}, {10, MG_QUOTA_MAX_PER_US + 1}, {0, 0},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        cr_expect_null(mg_limiter_new(bad[i]), "quota %zu accepted", i);
+    mg_limiter_t *l = mg_limiter_new((mg_quota_t){1, MG_QUOTA_MAX_PER_US});
+    cr_expect_not_null(l);
+    mg_quota_t q = mg_limiter_quota(l);
+    cr_expect(q.requests == 1 && q.per_us == MG_QUOTA_MAX_PER_US);
+    mg_limiter_free(l);
+    l = mg_limiter_new((mg_quota_t){1, 1});
+    cr_expect_not_null(l);
+    mg_limiter_free(l);
+}
+
+Test(limiter, header_is_one_cache_line_and_slots_eight_bytes)
+{
+    mg_limiter_t *l = limiter(7, 10);
+    cr_expect_eq(offsetof(mg_limiter_t, slot), 64);
+    cr_expect_eq(sizeof(l->slot[0]), 8);
+    cr_expect_eq((uintptr_t)l % 64, 0, "the header is cache-line aligned");
+    mg_limiter_free(l);
+}
+
+Test(limiter, helps_a_stamped_admission_and_laps_wrap_their_tags)
+{
+    mg_limiter_t *l = limiter(3, 10);
+    decide(l, 1, 1);
+    /* a thread stamped admission 1 and stopped before advancing the cursor */
+    atomic_store(&l->slot[1], slot_make(lap_tag(0), 2));
+    mg_decision_t d = decide(l, 3, 1);
+    cr_expect_eq(d.at_us, 3);
+    cr_expect_eq(cursor_slot(atomic_load(&l->cursor)), 0, "both admissions counted");
+    cr_expect_eq(mg__limiter_admitted(l), 3);
+    decide(l, 3, 0);
+    /* the cursor goes on past 2^16 laps, the tags wrap and the limit still holds */
+    mg_limiter_t *m = limiter(1, 1);
+    for (uint64_t t = 1; t < 70000 * 2; t += 2) {
+        cr_assert_eq(mg_limiter_acquire(m, t, NULL), 1);
+        cr_assert_eq(mg_limiter_acquire(m, t, NULL), 0);
+    }
+    cr_expect_eq(cursor_lap(atomic_load(&m->cursor)), 70000);
+    uint64_t wrap = (((UINT64_C(1) << CURSOR_LAP_BITS) - 1) << CURSOR_SLOT_BITS);
+    cr_expect_eq(cursor_next(m, wrap), UINT64_C(1) << 16 << CURSOR_SLOT_BITS, "the lap wraps to lap 2^16");
+    mg_limiter_free(m);
+    mg_limiter_free(l);
+}
+
+Test(limiter, frozen_history_is_final_and_copies_keep_the_newest)
+{
+    mg_limiter_t *l = limiter(4, 100);
+    for (uint64_t t = 10; t < 16; t++)
+        decide(l, t * 10, t < 14 ? 1 : 0);
+    decide(l, 200, 1); /* admissions 100, 110, 120, 130, 200 */
+    /* a thread read the cursor before the freeze, and tries to stamp after it */
+    uint64_t c = atomic_load(&l->cursor), v = atomic_load(&l->slot[cursor_slot(c)]);
+    mg__limiter_freeze(l);
+    mg__limiter_freeze(l);
+    cr_expect_not(atomic_compare_exchange_strong(&l->slot[cursor_slot(c)], &v, slot_make(lap_tag(cursor_lap(c)), 201)),
+                  "the slot after a freeze is sealed");
+    cr_expect_eq(mg__limiter_decide(l, 500, NULL), MG__FROZEN);
+    cr_expect_eq(mg__limiter_last(l), 200);
+    cr_expect_eq(mg__limiter_admitted(l), 5);
+    cr_expect_eq(mg_limiter_used(l, 200), 4, "the sealed slot still counts");
+
+    mg_limiter_t *grow = mg__limiter_copy(l, (mg_quota_t){6, 100}, 7);
+    cr_assert_not_null(grow);
+    cr_expect_eq(atomic_load(&grow->gen), 7);
+    cr_expect_eq(mg_limiter_used(grow, 200), 4, "all history the ring had is kept");
+    cr_expect_eq(mg__limiter_admitted(grow), 5);
+    decide(grow, 200, 1);
+    decide(grow, 200, 1);
+    mg_decision_t d = decide(grow, 200, 0);
+    cr_expect_eq(d.retry_after_us, 10, "110 is the oldest of 6: %llu", (unsigned long long)d.retry_after_us);
+
+    mg_limiter_t *shrink = mg__limiter_copy(l, (mg_quota_t){2, 100}, 8);
+    cr_assert_not_null(shrink);
+    cr_expect_eq(mg_limiter_used(shrink, 200), 2);
+    d = decide(shrink, 200, 0);
+    cr_expect_eq(d.retry_after_us, 30, "the newest two (130, 200) are kept");
+    decide(shrink, 230, 1);
+    cr_expect_eq(mg__limiter_last(shrink), 230);
+
+    mg_limiter_t *p = mg__limiter_copy(l, (mg_quota_t){4, 1000}, 9);
+    d = decide(p, 500, 0);
+    cr_expect_eq(d.retry_after_us, 610 - 0, "a longer window counts the copied history: %llu",
+                 (unsigned long long)d.retry_after_us);
+    mg_limiter_free(p);
+    mg_limiter_free(shrink);
+    mg_limiter_free(grow);
+    mg_limiter_free(l);
+}
+
+Test(limiter, a_stamped_admission_before_the_freeze_is_kept)
+{
+    mg_limiter_t *l = limiter(3, 100);
+    decide(l, 10, 1);
+    decide(l, 20, 1);
+    decide(l, 30, 1);
+    /* admission 3 at lap 1, slot 0: stamped, cursor not advanced, then frozen */
+    atomic_store(&l->slot[0], slot_make(lap_tag(1), 200));
+    mg__limiter_freeze(l);
+    cr_expect_eq(mg__limiter_admitted(l), 4);
+    cr_expect_eq(mg__limiter_last(l), 200);
+    mg_limiter_t *c = mg__limiter_copy(l, (mg_quota_t){3, 100}, 1);
+    cr_expect_eq(mg_limiter_used(c, 200), 1, "20 and 30 left the window at 200, 200 is in it");
+    mg_decision_t d = decide(c, 200, 1);
+    cr_expect_eq(d.remaining, 1);
+    decide(c, 200, 1);
+    decide(c, 200, 0);
+    mg_limiter_free(c);
+    c = mg__limiter_copy(l, (mg_quota_t){1, 100}, 1);
+    d = decide(c, 250, 0);
+    cr_expect_eq(d.retry_after_us, 50);
+    mg_limiter_free(c);
+    mg_limiter_free(l);
+}
+
+/* Random traces against the model: times mostly advance, sometimes jump (idle) or step
+ * back; now and then the limiter is frozen and copied to another quota. */
+Test(limiter, agrees_with_a_model_on_random_traces)
+{
+    for (unsigned seed = 1; seed <= 40; seed++) {
+        uint64_t rng = seed * 0x9e3779b97f4a7c15u;
+        mg_quota_t q = {1 + (uint32_t)(model_rand(&rng) % 12), 1 + model_rand(&rng) % 400};
+        mg_limiter_t *l = limiter(q.requests, q.per_us);
+        model_t m;
+        model_init(&m, q);
+        uint64_t now = 1 + model_rand(&rng) % 1000;
+        for (int step = 0; step < 3000; step++) {
+            uint64_t r = model_rand(&rng) % 100;
+            if (r < 70)
+                now += model_rand(&rng) % (q.per_us / 8 + 2);
+            else if (r < 75)
+                now += q.per_us + model_rand(&rng) % (2 * q.per_us);
+            else if (r < 80)
+                now -= now > 50 ? model_rand(&rng) % 50 : 0;
+            if (r == 99) {
+                mg_quota_t nq = {1 + (uint32_t)(model_rand(&rng) % 12), 1 + model_rand(&rng) % 400};
+                mg__limiter_freeze(l);
+                mg_limiter_t *c = mg__limiter_copy(l, nq, 0);
+                mg_limiter_free(l);
+                l = c;
+                model_requota(&m, nq);
+            }
+            mg_decision_t got, want;
+            int r1 = mg_limiter_acquire(l, now, &got), r2 = model_acquire(&m, now, &want);
+            cr_assert_eq(r1, r2, "seed %u step %d now %llu", seed, step, (unsigned long long)now);
+            cr_assert_eq(got.remaining, want.remaining, "seed %u step %d: remaining", seed, step);
+            cr_assert_eq(got.reset_us, want.reset_us, "seed %u step %d: reset", seed, step);
+            if (r1) {
+                cr_assert_eq(got.at_us, want.at_us, "seed %u step %d: at", seed, step);
+            } else {
+                cr_assert_eq(got.retry_after_us, want.retry_after_us, "seed %u step %d: retry", seed, step);
+            }
+            uint64_t later = now + model_rand(&rng) % (2 * m.quota.per_us);
+            cr_assert_eq(mg_limiter_used(l, later), model_used(&m, later), "seed %u step %d: used", seed, step);
+        }
+        cr_expect_eq(mg__limiter_admitted(l), m.admitted);
+        model_free(&m);
+        mg_limiter_free(l);
+    }
+}

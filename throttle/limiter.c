@@ -1,0 +1,301 @@
+/*
+ * The limiter: "at most N admissions in any window of length P", exactly, lock-free.
+ *
+ * A sliding-window log: admission number k (0, 1, 2, ...) is recorded in slot k mod N of a
+ * ring of N slots. Admitting at time t is allowed iff admission k - N (the one N places
+ * earlier, the one slot k mod N still holds) was at or before t - P, or does not exist: then
+ * the window (t - P, t] holds at most N - 1 earlier admissions, because timestamps never go
+ * backwards in admission order.
+ *
+ * Memory: a 64-byte header and 8 bytes per slot: a 16-bit lap tag (lap + 1 of the admission
+ * the slot holds, mod 2^16; 0 = never written) and a 48-bit timestamp in microseconds.
+ *
+ * The cursor (one 64-bit word) is the next admission's place, as lap (k / N) and slot
+ * (k mod N), plus a frozen bit (internal.h). One decision:
+ *   1. read the cursor (lap L, slot s), slot s, slot s - 1 (the newest admission, for the
+ *      clock clamp below), and the cursor again: if it moved, start over. So both slots
+ *      were read while the cursor was at k: slot s holds admission k - N (tag L) or already
+ *      admission k (tag L + 1: stamped by a thread that has not advanced the cursor yet;
+ *      we advance it for that thread and start over), never anything older or newer.
+ *   2. decide from slot s's timestamp. A rejection writes nothing.
+ *   3. admit: CAS slot s from what was read (admission k - N) to (L + 1, t). This CAS is the
+ *      linearization point: it succeeds for exactly one thread and only while the cursor is
+ *      still at k, since the cursor only passes k once slot s holds admission k. A slot
+ *      value never repeats (a slot's timestamps grow by at least P each lap), so there is
+ *      no ABA. Then CAS the cursor from k to k + 1; failure means someone helped.
+ * Every step that fails does so because another thread made progress: lock-free.
+ *
+ * The clock clamp: t = max(now, newest admission). Threads read the clock at slightly
+ * different moments, and a clock may step; the ring's timestamps stay sorted regardless.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "throttle/internal.h"
+
+_Static_assert(offsetof(struct mg_limiter, slot) == 64, "the limiter's header is one cache line");
+_Static_assert(MG_QUOTA_MAX_REQUESTS < (1u << 20), "a slot number fits the cursor's 20 bits");
+
+#define CURSOR_FROZEN (UINT64_C(1) << 63)
+#define CURSOR_SLOT_BITS 20
+#define CURSOR_SLOT_MASK ((UINT64_C(1) << CURSOR_SLOT_BITS) - 1)
+#define CURSOR_LAP_BITS (63 - CURSOR_SLOT_BITS)
+#define TS_BITS 48
+#define TS_MAX ((UINT64_C(1) << TS_BITS) - 1)
+
+#define LOAD(p) atomic_load_explicit((p), memory_order_acquire)
+
+static uint64_t cursor_lap(uint64_t c)
+{
+    return (c & ~CURSOR_FROZEN) >> CURSOR_SLOT_BITS;
+}
+
+static uint32_t cursor_slot(uint64_t c)
+{
+    return (uint32_t)(c & CURSOR_SLOT_MASK);
+}
+
+static uint64_t cursor_next(const mg_limiter_t *l, uint64_t c)
+{
+    if (cursor_slot(c) + 1 < l->n)
+        return c + 1;
+    /* after 2^43 laps (decades at any real rate), go on from lap 2^16: the same tag, and
+     * still "not the first lap" */
+    uint64_t lap = cursor_lap(c) + 1;
+    if (lap >> CURSOR_LAP_BITS)
+        lap = UINT64_C(1) << 16;
+    return lap << CURSOR_SLOT_BITS;
+}
+
+/* The tag of an admission made on `lap`; the tag a slot has before it on `lap - 1`. */
+static uint16_t lap_tag(uint64_t lap)
+{
+    return (uint16_t)(lap + 1);
+}
+
+static uint64_t slot_make(uint16_t tag, uint64_t ts)
+{
+    return (uint64_t)tag << TS_BITS | ts;
+}
+
+static uint16_t slot_tag(uint64_t v)
+{
+    return (uint16_t)(v >> TS_BITS);
+}
+
+static uint64_t slot_ts(uint64_t v)
+{
+    return v & TS_MAX;
+}
+
+static uint32_t slot_before(const mg_limiter_t *l, uint32_t s)
+{
+    return s == 0 ? l->n - 1 : s - 1;
+}
+
+uint64_t mg_throttle_now(void)
+{
+    static _Atomic uint64_t epoch;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t raw = (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000 + 1, e = 0;
+    if (!atomic_compare_exchange_strong(&epoch, &e, raw))
+        return raw > e ? raw - e + 1 : 1;
+    return 1;
+}
+
+int mg__quota_valid(mg_quota_t q)
+{
+    return q.requests >= 1 && q.requests <= MG_QUOTA_MAX_REQUESTS && q.per_us >= 1 && q.per_us <= MG_QUOTA_MAX_PER_US;
+}
+
+size_t mg_limiter_size(mg_quota_t quota)
+{
+    return sizeof(mg_limiter_t) + (size_t)quota.requests * sizeof(uint64_t);
+}
+
+mg_limiter_t *mg_limiter_new(mg_quota_t quota)
+{
+    if (!mg__quota_valid(quota))
+        return NULL;
+    void *mem;
+    size_t size = mg_limiter_size(quota);
+    if (posix_memalign(&mem, 64, size) != 0)
+        return NULL;
+    /* all slots start as tag 0: "lap -1", i.e. no admission yet */
+    memset(mem, 0, size);
+    mg_limiter_t *l = mem;
+    l->n = quota.requests;
+    l->per_us = quota.per_us;
+    return l;
+}
+
+void mg_limiter_free(mg_limiter_t *l)
+{
+    free(l);
+}
+
+mg_quota_t mg_limiter_quota(const mg_limiter_t *l)
+{
+    return (mg_quota_t){l->n, l->per_us};
+}
+
+/*
+ * How many of the ring's admissions are in the window ending at `now` (timestamp + P > now),
+ * and the oldest of them. The ring is sorted by time from its oldest slot on, so this is a
+ * binary search. A slot overwritten meanwhile by a newer admission counts as out of the
+ * window: overwriting admission j needed admission j + N, at least P after j, and the
+ * overwritten ones are always the oldest, so the predicate stays monotonic.
+ */
+static uint32_t window_count(const mg_limiter_t *l, uint64_t now, uint64_t *oldest)
+{
+    uint64_t c = LOAD(&l->cursor), lap = cursor_lap(c);
+    uint32_t s = cursor_slot(c), count = lap > 0 ? l->n : s, first = lap > 0 ? s : 0, lo = 0, hi = count;
+    int frozen = (c & CURSOR_FROZEN) != 0;
+    *oldest = 0;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2, pos = first + mid >= l->n ? first + mid - l->n : first + mid;
+        uint64_t v = LOAD(&l->slot[pos]);
+        uint16_t want = pos >= s ? lap_tag(lap - 1) : lap_tag(lap);
+        /* a frozen limiter's slot s may be sealed (tag + 2): still admission k - N */
+        int held = slot_tag(v) == want || (frozen && pos == s && slot_tag(v) == (uint16_t)(want + 2));
+        if (held && slot_ts(v) + l->per_us > now) {
+            hi = mid;
+            *oldest = slot_ts(v);
+        } else {
+            lo = mid + 1;
+        }
+    }
+    return count - lo;
+}
+
+uint32_t mg_limiter_used(const mg_limiter_t *l, uint64_t now_us)
+{
+    uint64_t oldest;
+    return window_count(l, now_us, &oldest);
+}
+
+static void decision_admitted(const mg_limiter_t *l, uint64_t now, uint64_t at, mg_decision_t *d)
+{
+    uint64_t oldest;
+    uint32_t used = window_count(l, at, &oldest);
+    d->admitted = 1;
+    d->limit = l->n;
+    d->remaining = used < l->n ? l->n - used : 0;
+    d->reset_us = used > 0 && oldest + l->per_us > now ? oldest + l->per_us - now : 0;
+    d->retry_after_us = 0;
+    d->at_us = at;
+}
+
+static void decision_rejected(const mg_limiter_t *l, uint64_t now, uint64_t oldest, mg_decision_t *d)
+{
+    /* the ring is full of the window's admissions; the oldest leaves at oldest + P, and
+     * until then the clamped time (>= now) stays below it */
+    d->admitted = 0;
+    d->limit = l->n;
+    d->remaining = 0;
+    d->retry_after_us = oldest + l->per_us - now;
+    d->reset_us = d->retry_after_us;
+    d->at_us = 0;
+}
+
+int mg__limiter_decide(mg_limiter_t *l, uint64_t now, mg_decision_t *d)
+{
+    if (now > TS_MAX)
+        now = TS_MAX;
+    for (;;) {
+        uint64_t c = LOAD(&l->cursor), lap = cursor_lap(c);
+        if (c & CURSOR_FROZEN)
+            return MG__FROZEN;
+        uint32_t s = cursor_slot(c);
+        uint64_t v = LOAD(&l->slot[s]);
+        uint64_t newest = lap > 0 || s > 0 ? slot_ts(LOAD(&l->slot[slot_before(l, s)])) : 0;
+        if (LOAD(&l->cursor) != c)
+            continue;
+        if (slot_tag(v) == lap_tag(lap)) {
+            /* admission k is in, the cursor not yet past it: help */
+            atomic_compare_exchange_strong(&l->cursor, &c, cursor_next(l, c));
+            continue;
+        }
+        if (slot_tag(v) != lap_tag(lap - 1))
+            continue; /* not reachable with an unmoved cursor; never decide on it */
+        uint64_t t = now > newest ? now : newest;
+        if (lap > 0 && t < slot_ts(v) + l->per_us) {
+            if (d != NULL)
+                decision_rejected(l, now, slot_ts(v), d);
+            return 0;
+        }
+        if (!atomic_compare_exchange_strong(&l->slot[s], &v, slot_make(lap_tag(lap), t)))
+            continue;
+        atomic_compare_exchange_strong(&l->cursor, &c, cursor_next(l, c));
+        if (d != NULL)
+            decision_admitted(l, now, t, d);
+        return 1;
+    }
+}
+
+int mg_limiter_acquire(mg_limiter_t *l, uint64_t now_us, mg_decision_t *d)
+{
+    /* only the table freezes limiters, and only its own */
+    return mg__limiter_decide(l, now_us, d);
+}
+
+/*
+ * Freezing: set the frozen bit (no cursor CAS can succeed after it, so the cursor is final
+ * at some k), then seal slot s = k mod N: a thread that read the cursor at k before the
+ * freeze may still be about to CAS slot s for admission k. Either it got there first (the
+ * slot has tag L + 1: admission k is in the history) or the seal (tag L + 2, the timestamp
+ * of admission k - N kept) makes its CAS fail and it finds the cursor frozen.
+ */
+void mg__limiter_freeze(mg_limiter_t *l)
+{
+    uint64_t c = atomic_fetch_or(&l->cursor, CURSOR_FROZEN), lap = cursor_lap(c);
+    _Atomic uint64_t *slot = &l->slot[cursor_slot(c)];
+    uint64_t v = LOAD(slot);
+    while (slot_tag(v) == lap_tag(lap - 1) && !atomic_compare_exchange_weak(slot, &v, slot_make(lap_tag(lap + 1), slot_ts(v))))
+        ;
+}
+
+/* Admissions in a (possibly unfrozen, then racy) limiter, and the slot after the newest. */
+static uint64_t history(const mg_limiter_t *l, uint32_t *end)
+{
+    uint64_t c = LOAD(&l->cursor), lap = cursor_lap(c);
+    uint32_t s = cursor_slot(c);
+    int stamped = slot_tag(LOAD(&l->slot[s])) == lap_tag(lap);
+    *end = stamped ? (s + 1 == l->n ? 0 : s + 1) : s;
+    return lap * l->n + s + (uint64_t)stamped;
+}
+
+mg_limiter_t *mg__limiter_copy(const mg_limiter_t *old, mg_quota_t quota, uint64_t gen)
+{
+    uint32_t pos;
+    uint64_t total = history(old, &pos), keep = total;
+    if (keep > old->n)
+        keep = old->n;
+    if (keep > quota.requests)
+        keep = quota.requests;
+    mg_limiter_t *l = mg_limiter_new(quota);
+    if (l == NULL)
+        return NULL;
+    for (uint64_t i = keep; i-- > 0;) {
+        pos = slot_before(old, pos);
+        atomic_init(&l->slot[i], slot_make(lap_tag(0), slot_ts(LOAD(&old->slot[pos]))));
+    }
+    atomic_init(&l->cursor, keep == quota.requests ? UINT64_C(1) << CURSOR_SLOT_BITS : keep);
+    atomic_init(&l->gen, gen);
+    l->admitted_before = old->admitted_before + total - keep;
+    return l;
+}
+
+uint64_t mg__limiter_last(const mg_limiter_t *l)
+{
+    uint32_t end;
+    return history(l, &end) == 0 ? 0 : slot_ts(LOAD(&l->slot[slot_before(l, end)]));
+}
+
+uint64_t mg__limiter_admitted(const mg_limiter_t *l)
+{
+    uint32_t end;
+    return l->admitted_before + history(l, &end);
+}
