@@ -42,6 +42,9 @@ void mg__limiter_freeze(mg_limiter_t *l);
 mg_limiter_t *mg__limiter_copy(const mg_limiter_t *old, mg_quota_t quota, uint64_t gen);
 /* Timestamp of the newest admission, 0 when there was none. */
 uint64_t mg__limiter_last(const mg_limiter_t *l);
+/* 1 if there was an admission and the newest one has left the window ending at `now_us`.
+ * (A limiter without admissions is one being created: the first decision always admits.) */
+int mg__limiter_expired(const mg_limiter_t *l, uint64_t now_us);
 /* Admissions since the key was first seen (this limiter's and those it replaced). */
 uint64_t mg__limiter_admitted(const mg_limiter_t *l);
 /* 1 if `q` is within MG_QUOTA_MAX_REQUESTS / MG_QUOTA_MAX_PER_US. */

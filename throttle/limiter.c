@@ -294,6 +294,12 @@ uint64_t mg__limiter_last(const mg_limiter_t *l)
     return history(l, &end) == 0 ? 0 : slot_ts(LOAD(&l->slot[slot_before(l, end)]));
 }
 
+int mg__limiter_expired(const mg_limiter_t *l, uint64_t now_us)
+{
+    uint32_t end;
+    return history(l, &end) > 0 && slot_ts(LOAD(&l->slot[slot_before(l, end)])) + l->per_us <= now_us;
+}
+
 uint64_t mg__limiter_admitted(const mg_limiter_t *l)
 {
     uint32_t end;

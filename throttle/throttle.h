@@ -76,7 +76,9 @@ mg_throttle_t *mg_throttle_new(void);
 void mg_throttle_free(mg_throttle_t *t);
 
 /* Decides one request of `key` (any bytes, len <= 1024) under `quota` of generation `gen`.
- * 1 admitted, 0 rejected, -1 out of memory (the caller decides; the gateway admits). */
+ * 1 admitted, 0 rejected, -1 out of memory (the caller decides; the gateway admits).
+ * (-1 also for a caller's bug, a quota out of range, which the configuration rules out.)
+ * Every decision runs at max(now_us, the latest `now_us` of an eviction). */
 int mg_throttle_acquire(mg_throttle_t *t, const char *key, size_t len, mg_quota_t quota, uint64_t gen, uint64_t now_us,
                         mg_decision_t *d);
 

@@ -1,0 +1,398 @@
+/*
+ * The table: key -> limiter in liburcu's lock-free hash table (cds_lfht), with the
+ * "bulletproof" RCU flavour (urcu-bp) so that any thread may use it without registering.
+ * Lookups and decisions take no lock; removed entries and replaced limiters are freed by
+ * call_rcu once no reader can hold them.
+ *
+ * An entry's limiter pointer is replaced (quota change) or marked dead (eviction) by a CAS,
+ * always after freezing the limiter (internal.h), so a decision racing with either is either
+ * in the history that is copied or checked, or sees the freeze and starts over:
+ *   - replace: freeze, copy to the new quota, CAS the pointer from old to copy; a thread
+ *     that finds a frozen limiter does the same (helping), the first CAS wins, the losers
+ *     free their copies. So nobody waits for a thread that froze a limiter and stalled.
+ *   - evict: the window looked expired; freeze, check again on the final history (an
+ *     admission may have got in), then CAS the pointer to itself | DEAD, remove the node
+ *     and free it after a grace period. A thread that finds an entry dead removes it too
+ *     and inserts the key afresh.
+ * Before evicting, the table's horizon is raised to the eviction's `now`, and every decision
+ * runs at max(now, horizon): an evicted key's admissions were all at or before horizon - P,
+ * so its fresh limiter can never share a window with them, even for a caller whose clock
+ * reading is older than the evictor's.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <urcu-bp.h>
+#include <urcu/rculfhash.h>
+#include "throttle/internal.h"
+
+#define ENTRY_DEAD ((uintptr_t)1)
+#define RETRY 2 /* entry_decide: the entry is gone, look the key up again */
+
+/* ThreadSanitizer cannot see liburcu's grace periods (the library is not instrumented): tell
+ * it that a callback run by call_rcu comes after every read-side section that could have
+ * seen the object. */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MG_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) && !defined(MG_TSAN)
+#define MG_TSAN 1
+#endif
+#ifdef MG_TSAN
+#include <sanitizer/tsan_interface.h>
+static char tsan_grace;
+#define READ_UNLOCK() (__tsan_release(&tsan_grace), rcu_read_unlock())
+#define GRACE_PERIOD_PASSED() __tsan_acquire(&tsan_grace)
+#else
+#define READ_UNLOCK() rcu_read_unlock()
+#define GRACE_PERIOD_PASSED() ((void)0)
+#endif
+
+/* Where a decision may slip in while an entry is being evicted; a test that includes this
+ * file defines it to make that happen. */
+#ifndef MG__EVICT_RACE_POINT
+#define MG__EVICT_RACE_POINT() ((void)0)
+#endif
+
+struct mg_throttle {
+    struct cds_lfht *ht;
+    _Atomic uint64_t horizon; /* the latest `now` at which a key was evicted */
+    _Atomic size_t count;
+    uint64_t seed[2];
+};
+
+typedef struct entry {
+    /* written by rejections: its own cache line, away from what lookups read */
+    _Alignas(64) _Atomic uint64_t rejected;
+    struct rcu_head rcu;
+    _Alignas(64) struct cds_lfht_node node;
+    _Atomic uintptr_t limiter; /* mg_limiter_t *, | ENTRY_DEAD once evicted */
+    size_t len;
+    char key[];
+} entry_t;
+
+typedef struct lookup_key {
+    const char *key;
+    size_t len;
+} lookup_key_t;
+
+_Static_assert(sizeof(struct rcu_head) <= sizeof(((mg_limiter_t *)NULL)->reclaim), "the limiter has room for an rcu_head");
+
+/* SipHash-1-3: keys can come from clients (route quota keys are templates), so the hash is
+ * keyed with a per-table random seed against collision flooding. */
+#define ROTL(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND(v0, v1, v2, v3)                                                                                                   \
+    do {                                                                                                                           \
+        v0 += v1, v1 = ROTL(v1, 13), v1 ^= v0, v0 = ROTL(v0, 32);                                                                  \
+        v2 += v3, v3 = ROTL(v3, 16), v3 ^= v2;                                                                                     \
+        v0 += v3, v3 = ROTL(v3, 21), v3 ^= v0;                                                                                     \
+        v2 += v1, v1 = ROTL(v1, 17), v1 ^= v2, v2 = ROTL(v2, 32);                                                                  \
+    } while (0)
+
+static uint64_t key_hash(const mg_throttle_t *t, const char *key, size_t len)
+{
+    uint64_t v0 = t->seed[0] ^ 0x736f6d6570736575u, v1 = t->seed[1] ^ 0x646f72616e646f6du;
+    uint64_t v2 = t->seed[0] ^ 0x6c7967656e657261u, v3 = t->seed[1] ^ 0x7465646279746573u, m;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        memcpy(&m, key + i, 8);
+        v3 ^= m;
+        SIPROUND(v0, v1, v2, v3);
+        v0 ^= m;
+    }
+    m = (uint64_t)len << 56;
+    for (size_t j = 0; i + j < len; j++)
+        m |= (uint64_t)(unsigned char)key[i + j] << (8 * j);
+    v3 ^= m;
+    SIPROUND(v0, v1, v2, v3);
+    v0 ^= m;
+    v2 ^= 0xff;
+    SIPROUND(v0, v1, v2, v3);
+    SIPROUND(v0, v1, v2, v3);
+    SIPROUND(v0, v1, v2, v3);
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+static entry_t *iter_entry(struct cds_lfht_iter *iter)
+{
+    struct cds_lfht_node *node = cds_lfht_iter_get_node(iter);
+    return node != NULL ? caa_container_of(node, entry_t, node) : NULL;
+}
+
+/* cds_lfht_for_each_entry, without its container_of of the NULL that ends the walk */
+#define FOR_EACH_ENTRY(t, iter, e)                                                                                                 \
+    for (cds_lfht_first((t)->ht, (iter)); ((e) = iter_entry(iter)) != NULL; cds_lfht_next((t)->ht, (iter)))
+
+static mg_limiter_t *entry_limiter(uintptr_t p)
+{
+    return (mg_limiter_t *)(p & ~ENTRY_DEAD);
+}
+
+static int entry_match(struct cds_lfht_node *node, const void *arg)
+{
+    const entry_t *e = caa_container_of(node, entry_t, node);
+    const lookup_key_t *k = arg;
+    /* the acquire load also orders the reads of the key after the entry's creation */
+    if (atomic_load_explicit(&e->limiter, memory_order_acquire) & ENTRY_DEAD)
+        return 0;
+    return e->len == k->len && memcmp(e->key, k->key, k->len) == 0;
+}
+
+static void limiter_free_rcu(struct rcu_head *head)
+{
+    GRACE_PERIOD_PASSED();
+    mg_limiter_free(caa_container_of((void *)head, mg_limiter_t, reclaim));
+}
+
+static void entry_free(entry_t *e)
+{
+    mg_limiter_free(entry_limiter(atomic_load(&e->limiter)));
+    free(e);
+}
+
+static void entry_free_rcu(struct rcu_head *head)
+{
+    GRACE_PERIOD_PASSED();
+    entry_free(caa_container_of(head, entry_t, rcu));
+}
+
+mg_throttle_t *mg_throttle_new(void)
+{
+    mg_throttle_t *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return NULL;
+    if (getrandom(t->seed, sizeof(t->seed), 0) != sizeof(t->seed)) {
+        /* no entropy yet (early boot): still a fine hash, only not flood-proof */
+        t->seed[0] = (uintptr_t)t ^ mg_throttle_now();
+        t->seed[1] = t->seed[0] * 0x9e3779b97f4a7c15u;
+    }
+    t->ht = cds_lfht_new(1024, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING, NULL);
+    if (t->ht == NULL) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void mg_throttle_free(mg_throttle_t *t)
+{
+    if (t == NULL)
+        return;
+    struct cds_lfht_iter iter;
+    entry_t *e;
+    rcu_read_lock();
+    FOR_EACH_ENTRY(t, &iter, e)
+    {
+        if (cds_lfht_del(t->ht, &e->node) == 0)
+            call_rcu(&e->rcu, entry_free_rcu);
+    }
+    READ_UNLOCK();
+    /* evicted entries and replaced limiters may still wait for their grace period */
+    rcu_barrier();
+    cds_lfht_destroy(t->ht, NULL);
+    free(t);
+}
+
+/* Replaces the frozen-or-not `l` with a copy under `quota` and `gen`. -1: out of memory. */
+static int entry_replace(entry_t *e, mg_limiter_t *l, mg_quota_t quota, uint64_t gen)
+{
+    mg__limiter_freeze(l);
+    mg_limiter_t *copy = mg__limiter_copy(l, quota, gen);
+    if (copy == NULL)
+        return -1;
+    uintptr_t expected = (uintptr_t)l;
+    if (atomic_compare_exchange_strong(&e->limiter, &expected, (uintptr_t)copy))
+        call_rcu((struct rcu_head *)(void *)&l->reclaim, limiter_free_rcu);
+    else
+        mg_limiter_free(copy); /* someone else replaced it first; ours was never seen */
+    return 0;
+}
+
+static int quota_differs(const mg_limiter_t *l, mg_quota_t quota)
+{
+    return l->n != quota.requests || l->per_us != quota.per_us;
+}
+
+/* Brings the entry to generation `gen` (quota `quota`) unless it is newer already; sets
+ * `*lp` to its limiter. 0, RETRY (the entry is dead) or -1 (out of memory). */
+static int entry_update(mg_throttle_t *t, entry_t *e, mg_quota_t quota, uint64_t gen, mg_limiter_t **lp)
+{
+    for (;;) {
+        uintptr_t p = atomic_load_explicit(&e->limiter, memory_order_acquire);
+        if (p & ENTRY_DEAD) {
+            cds_lfht_del(t->ht, &e->node); /* help the evictor; harmless if it was first */
+            return RETRY;
+        }
+        mg_limiter_t *l = entry_limiter(p);
+        uint64_t lgen = atomic_load_explicit(&l->gen, memory_order_relaxed);
+        if (lgen < gen && quota_differs(l, quota)) {
+            if (entry_replace(e, l, quota, gen) != 0)
+                return -1;
+            continue;
+        }
+        /* same quota: only the generation moves on, so that older decisions keep to it */
+        while (lgen < gen && !atomic_compare_exchange_weak(&l->gen, &lgen, gen))
+            ;
+        *lp = l;
+        return 0;
+    }
+}
+
+static int entry_decide(mg_throttle_t *t, entry_t *e, mg_quota_t quota, uint64_t gen, uint64_t now, mg_decision_t *d)
+{
+    for (;;) {
+        mg_limiter_t *l;
+        int r = entry_update(t, e, quota, gen, &l);
+        if (r != 0)
+            return r;
+        uint64_t horizon = atomic_load(&t->horizon), late = now < horizon ? horizon - now : 0;
+        r = mg__limiter_decide(l, now + late, d);
+        if (r >= 0 && d != NULL && d->reset_us > 0) {
+            /* waits count from the caller's now */
+            d->reset_us += late;
+            d->retry_after_us += r == 0 ? late : 0;
+        }
+        if (r == MG__FROZEN) {
+            /* being replaced or evicted: help replace it (a dead entry is seen next turn) */
+            if (entry_replace(e, l, mg_limiter_quota(l), atomic_load(&l->gen)) != 0)
+                return -1;
+            continue;
+        }
+        if (r == 0)
+            atomic_fetch_add_explicit(&e->rejected, 1, memory_order_relaxed);
+        return r;
+    }
+}
+
+static entry_t *entry_insert(mg_throttle_t *t, const lookup_key_t *k, uint64_t hash, mg_quota_t quota, uint64_t gen)
+{
+    entry_t *e = aligned_alloc(64, (offsetof(entry_t, key) + k->len + 1 + 63) / 64 * 64);
+    mg_limiter_t *l = mg_limiter_new(quota);
+    if (e == NULL || l == NULL) {
+        free(e);
+        mg_limiter_free(l);
+        return NULL;
+    }
+    atomic_init(&l->gen, gen);
+    atomic_init(&e->rejected, 0);
+    cds_lfht_node_init(&e->node);
+    e->len = k->len;
+    memcpy(e->key, k->key, k->len);
+    e->key[k->len] = '\0';
+    /* last, with release: entry_match's acquire load then sees everything above */
+    atomic_store_explicit(&e->limiter, (uintptr_t)l, memory_order_release);
+    struct cds_lfht_node *found = cds_lfht_add_unique(t->ht, hash, entry_match, k, &e->node);
+    if (found != &e->node) {
+        entry_free(e); /* another thread inserted the key first */
+        return caa_container_of(found, entry_t, node);
+    }
+    atomic_fetch_add_explicit(&t->count, 1, memory_order_relaxed);
+    return e;
+}
+
+int mg_throttle_acquire(mg_throttle_t *t, const char *key, size_t len, mg_quota_t quota, uint64_t gen, uint64_t now_us,
+                        mg_decision_t *d)
+{
+    /* the configuration checks quotas; keys of any length work (a longer one only costs) */
+    if (!mg__quota_valid(quota))
+        return -1;
+    lookup_key_t k = {key, len};
+    uint64_t hash = key_hash(t, key, len);
+    struct cds_lfht_iter iter;
+    int r;
+    rcu_read_lock();
+    do {
+        cds_lfht_lookup(t->ht, hash, entry_match, &k, &iter);
+        entry_t *e = iter_entry(&iter);
+        if (e == NULL)
+            e = entry_insert(t, &k, hash, quota, gen);
+        r = e != NULL ? entry_decide(t, e, quota, gen, now_us, d) : -1;
+    } while (r == RETRY);
+    READ_UNLOCK();
+    return r;
+}
+
+void mg_throttle_requota(mg_throttle_t *t, mg_throttle_quota_of_t quota_of, void *arg, uint64_t gen, uint64_t now_us)
+{
+    struct cds_lfht_iter iter;
+    entry_t *e;
+    rcu_read_lock();
+    FOR_EACH_ENTRY(t, &iter, e)
+    {
+        mg_quota_t quota;
+        mg_limiter_t *l;
+        if (!(atomic_load(&e->limiter) & ENTRY_DEAD) && quota_of(arg, e->key, e->len, &quota) && mg__quota_valid(quota))
+            entry_update(t, e, quota, gen, &l); /* out of memory: the next decision tries again */
+    }
+    READ_UNLOCK();
+}
+
+/* 1 if the entry was evicted (by this thread). */
+static int entry_evict(mg_throttle_t *t, entry_t *e, uint64_t now)
+{
+    uintptr_t p = atomic_load_explicit(&e->limiter, memory_order_acquire);
+    mg_limiter_t *l = entry_limiter(p);
+    if ((p & ENTRY_DEAD) || !mg__limiter_expired(l, now))
+        return 0;
+    MG__EVICT_RACE_POINT();
+    mg__limiter_freeze(l);
+    if (!mg__limiter_expired(l, now)) {
+        /* an admission got in before the freeze: the key lives on in a copy */
+        entry_replace(e, l, mg_limiter_quota(l), atomic_load(&l->gen));
+        return 0;
+    }
+    uint64_t horizon = atomic_load(&t->horizon);
+    while (horizon < now && !atomic_compare_exchange_weak(&t->horizon, &horizon, now))
+        ;
+    if (!atomic_compare_exchange_strong(&e->limiter, &p, p | ENTRY_DEAD))
+        return 0; /* a helper replaced the limiter first */
+    cds_lfht_del(t->ht, &e->node);
+    atomic_fetch_sub_explicit(&t->count, 1, memory_order_relaxed);
+    call_rcu(&e->rcu, entry_free_rcu);
+    return 1;
+}
+
+size_t mg_throttle_evict(mg_throttle_t *t, uint64_t now_us)
+{
+    struct cds_lfht_iter iter;
+    entry_t *e;
+    size_t n = 0;
+    rcu_read_lock();
+    FOR_EACH_ENTRY(t, &iter, e)
+    {
+        n += (size_t)entry_evict(t, e, now_us);
+    }
+    READ_UNLOCK();
+    return n;
+}
+
+void mg_throttle_foreach(mg_throttle_t *t, uint64_t now_us, void (*cb)(void *arg, const mg_throttle_stat_t *s), void *arg)
+{
+    struct cds_lfht_iter iter;
+    entry_t *e;
+    rcu_read_lock();
+    FOR_EACH_ENTRY(t, &iter, e)
+    {
+        uintptr_t p = atomic_load_explicit(&e->limiter, memory_order_acquire);
+        if (p & ENTRY_DEAD)
+            continue;
+        mg_limiter_t *l = entry_limiter(p);
+        mg_throttle_stat_t s = {
+            .key = e->key,
+            .len = e->len,
+            .quota = mg_limiter_quota(l),
+            .used = mg_limiter_used(l, now_us),
+            .admitted = mg__limiter_admitted(l),
+            .rejected = atomic_load_explicit(&e->rejected, memory_order_relaxed),
+        };
+        cb(arg, &s);
+    }
+    READ_UNLOCK();
+}
+
+size_t mg_throttle_count(mg_throttle_t *t)
+{
+    return atomic_load_explicit(&t->count, memory_order_relaxed);
+}
