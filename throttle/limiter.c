@@ -141,33 +141,61 @@ mg_quota_t mg_limiter_quota(const mg_limiter_t *l)
     return (mg_quota_t){l->n, l->per_us};
 }
 
+/* The ring as one window count sees it: admission i (0 = the oldest of `count`) is in slot
+ * first + i (mod N). */
+typedef struct ring_view {
+    const mg_limiter_t *l;
+    uint64_t lap, now;
+    uint32_t s, first, count;
+    int frozen;
+} ring_view_t;
+
+/* 1 if admission i is still in the slot and in the window ending at now; `*ts` its time. */
+static int view_in_window(const ring_view_t *r, uint32_t i, uint64_t *ts)
+{
+    uint32_t pos = r->first + i >= r->l->n ? r->first + i - r->l->n : r->first + i;
+    uint64_t v = LOAD(&r->l->slot[pos]);
+    uint16_t want = pos >= r->s ? lap_tag(r->lap - 1) : lap_tag(r->lap);
+    /* a frozen limiter's slot s may be sealed (tag + 2): still admission k - N */
+    int held = slot_tag(v) == want || (r->frozen && pos == r->s && slot_tag(v) == (uint16_t)(want + 2));
+    *ts = slot_ts(v);
+    return held && *ts + r->l->per_us > r->now;
+}
+
 /*
  * How many of the ring's admissions are in the window ending at `now` (timestamp + P > now),
- * and the oldest of them. The ring is sorted by time from its oldest slot on, so this is a
- * binary search. A slot overwritten meanwhile by a newer admission counts as out of the
- * window: overwriting admission j needed admission j + N, at least P after j, and the
- * overwritten ones are always the oldest, so the predicate stays monotonic.
+ * and the oldest of them. The ring is sorted by time, so the ones in the window are the
+ * newest few: gallop back from the newest (1, 2, 4, ... places: few probes, on nearby cache
+ * lines, when few are in), then bisect. A slot overwritten meanwhile by a newer admission
+ * counts as out of the window: overwriting admission j needed admission j + N, at least P
+ * after j, and the overwritten ones are always the oldest, so the predicate stays monotonic.
  */
 static uint32_t window_count(const mg_limiter_t *l, uint64_t now, uint64_t *oldest)
 {
-    uint64_t c = LOAD(&l->cursor), lap = cursor_lap(c);
-    uint32_t s = cursor_slot(c), count = lap > 0 ? l->n : s, first = lap > 0 ? s : 0, lo = 0, hi = count;
-    int frozen = (c & CURSOR_FROZEN) != 0;
+    uint64_t c = LOAD(&l->cursor), ts;
+    ring_view_t r = {.l = l, .lap = cursor_lap(c), .now = now, .s = cursor_slot(c), .frozen = (c & CURSOR_FROZEN) != 0};
+    r.count = r.lap > 0 ? l->n : r.s;
+    r.first = r.lap > 0 ? r.s : 0;
+    uint32_t lo = 0, hi = r.count; /* [hi, count) are in, [0, lo) are out */
     *oldest = 0;
+    for (uint32_t step = 1; step <= r.count; step *= 2) {
+        if (!view_in_window(&r, r.count - step, &ts)) {
+            lo = r.count - step + 1;
+            break;
+        }
+        hi = r.count - step;
+        *oldest = ts;
+    }
     while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2, pos = first + mid >= l->n ? first + mid - l->n : first + mid;
-        uint64_t v = LOAD(&l->slot[pos]);
-        uint16_t want = pos >= s ? lap_tag(lap - 1) : lap_tag(lap);
-        /* a frozen limiter's slot s may be sealed (tag + 2): still admission k - N */
-        int held = slot_tag(v) == want || (frozen && pos == s && slot_tag(v) == (uint16_t)(want + 2));
-        if (held && slot_ts(v) + l->per_us > now) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (view_in_window(&r, mid, &ts)) {
             hi = mid;
-            *oldest = slot_ts(v);
+            *oldest = ts;
         } else {
             lo = mid + 1;
         }
     }
-    return count - lo;
+    return r.count - hi;
 }
 
 uint32_t mg_limiter_used(const mg_limiter_t *l, uint64_t now_us)

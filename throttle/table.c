@@ -168,7 +168,7 @@ mg_throttle_t *mg_throttle_new(void)
         t->seed[0] = (uintptr_t)t ^ mg_throttle_now();
         t->seed[1] = t->seed[0] * 0x9e3779b97f4a7c15u;
     }
-    t->ht = cds_lfht_new(1024, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING, NULL);
+    t->ht = cds_lfht_new(16384, 1024, 0, CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING, NULL);
     if (t->ht == NULL) {
         free(t);
         return NULL;

@@ -1,0 +1,285 @@
+/*
+ * throttle-bench: nanoseconds per throttle decision, by thread count and key spread.
+ *
+ *   limiter  mg_limiter_acquire on an array of limiters (the key is an index)
+ *   table    mg_throttle_acquire with a key string ("tenant-00042"): hash, lookup, decision
+ *   mutex    the baseline: the same ring and the same decision (clock clamp, window count for
+ *            remaining/reset, exact Retry-After) behind one pthread mutex per key, on an array
+ *            like "limiter"
+ *
+ * Each runs with 1, 2, 4 and 8 threads on one hot key, and on 10,000 keys (each thread draws
+ * its keys at random). Two workloads:
+ *   admit   quota 100 per 1 us: a thread cannot make 100 decisions in a microsecond, so
+ *           nearly every decision admits (two CASes on the same key from every thread)
+ *   reject  quota 100 per 1 s: after the first 100 per key every decision rejects (reads only)
+ * Every decision fills an mg_decision_t (remaining, reset, Retry-After), as the gateway asks.
+ * The clock (mg_throttle_now) is read once per 32 decisions: its cost is the same for every
+ * variant, and a read per decision would be half of what is measured.
+ *
+ * A figure is CPU time per decision: each thread's CLOCK_THREAD_CPUTIME_ID over its loop,
+ * divided by its decisions, averaged over the threads; so with more threads than cores the
+ * time a thread waits for a core is not counted, the time it spends on contention is. The
+ * median of ROUNDS runs. "M/s" is all threads' decisions per second of wall time.
+ *
+ * A benchmark: prints a table, never fails on time. Loops are bounded (OPS decisions per
+ * thread per run).
+ *
+ *   throttle-bench [OPS [ROUNDS]]     defaults 1000000 and 3
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "throttle/throttle.h"
+
+enum { MAX_THREADS = 8, MANY_KEYS = 10000, MAX_ROUNDS = 15, CLOCK_EVERY = 32 };
+
+/* ---- the baseline: a ring of timestamps behind a mutex, the limiter's semantics ---- */
+
+typedef struct mutex_ring {
+    pthread_mutex_t lock;
+    uint32_t n, head, count;
+    uint64_t per_us, last;
+    uint64_t *ts; /* oldest at head when full */
+} mutex_ring_t;
+
+static void mutex_ring_init(mutex_ring_t *r, mg_quota_t q)
+{
+    pthread_mutex_init(&r->lock, NULL);
+    r->n = q.requests;
+    r->per_us = q.per_us;
+    r->head = r->count = 0;
+    r->last = 0;
+    r->ts = calloc(q.requests, sizeof(uint64_t));
+}
+
+static uint64_t ring_at(const mutex_ring_t *r, uint32_t i) /* i-th oldest */
+{
+    uint32_t first = r->count == r->n ? r->head : 0, pos = first + i;
+    return r->ts[pos >= r->n ? pos - r->n : pos];
+}
+
+static uint32_t ring_window(const mutex_ring_t *r, uint64_t now, uint64_t *oldest)
+{
+    uint32_t lo = 0, hi = r->count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (ring_at(r, mid) + r->per_us > now)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    *oldest = lo < r->count ? ring_at(r, lo) : 0;
+    return r->count - lo;
+}
+
+static int mutex_ring_acquire(mutex_ring_t *r, uint64_t now, mg_decision_t *d)
+{
+    pthread_mutex_lock(&r->lock);
+    uint64_t t = now > r->last ? now : r->last, oldest;
+    int admitted = r->count < r->n || r->ts[r->head] + r->per_us <= t;
+    d->admitted = admitted;
+    d->limit = r->n;
+    if (admitted) {
+        r->ts[r->head] = r->last = t;
+        r->head = r->head + 1 == r->n ? 0 : r->head + 1;
+        r->count += r->count < r->n;
+        uint32_t used = ring_window(r, t, &oldest);
+        d->remaining = r->n - used;
+        d->reset_us = oldest + r->per_us - now;
+        d->retry_after_us = 0;
+        d->at_us = t;
+    } else {
+        d->remaining = 0;
+        d->retry_after_us = d->reset_us = r->ts[r->head] + r->per_us - now;
+        d->at_us = 0;
+    }
+    pthread_mutex_unlock(&r->lock);
+    return admitted;
+}
+
+/* ---- the runs ---- */
+
+typedef enum variant { LIMITER, TABLE, MUTEX } variant_t;
+static const char *const variant_names[] = {"limiter", "table", "mutex"};
+
+typedef struct run {
+    variant_t variant;
+    mg_quota_t quota;
+    uint32_t keys;
+    mg_limiter_t **limiters;
+    mutex_ring_t *rings;
+    mg_throttle_t *table;
+    char (*names)[24];
+    pthread_barrier_t start;
+    size_t ops;
+} run_t;
+
+typedef struct worker {
+    pthread_t thread;
+    run_t *run;
+    uint64_t rng;
+    double cpu_ns, began, ended; /* CPU time; wall clock at the start and end of the loop */
+    size_t admitted;
+} worker_t;
+
+static double clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static uint32_t next_key(worker_t *w)
+{
+    if (w->run->keys == 1)
+        return 0;
+    w->rng ^= w->rng << 13;
+    w->rng ^= w->rng >> 7;
+    w->rng ^= w->rng << 17;
+    return (uint32_t)(w->rng % w->run->keys);
+}
+
+static int decide(run_t *r, uint32_t k, uint64_t now, mg_decision_t *d)
+{
+    switch (r->variant) {
+    case LIMITER:
+        return mg_limiter_acquire(r->limiters[k], now, d);
+    case TABLE:
+        return mg_throttle_acquire(r->table, r->names[k], 12, r->quota, 1, now, d);
+    default:
+        return mutex_ring_acquire(&r->rings[k], now, d);
+    }
+}
+
+static void *worker_run(void *arg)
+{
+    worker_t *w = arg;
+    run_t *r = w->run;
+    mg_decision_t d;
+    uint64_t now = 0;
+    pthread_barrier_wait(&r->start);
+    w->began = clock_ns(CLOCK_MONOTONIC);
+    double begin = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    for (size_t i = 0; i < r->ops; i++) {
+        if (i % CLOCK_EVERY == 0)
+            now = mg_throttle_now();
+        w->admitted += decide(r, next_key(w), now, &d) == 1;
+    }
+    w->cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - begin;
+    w->ended = clock_ns(CLOCK_MONOTONIC);
+    return NULL;
+}
+
+/* Keys exist and hold a full window before timing: "reject" then only rejects, and the
+ * table's inserts (and its growth) are not in the figures. */
+static void run_setup(run_t *r)
+{
+    if (r->variant == LIMITER) {
+        r->limiters = malloc(r->keys * sizeof(*r->limiters));
+        for (uint32_t k = 0; k < r->keys; k++)
+            r->limiters[k] = mg_limiter_new(r->quota);
+    } else if (r->variant == MUTEX) {
+        r->rings = malloc(r->keys * sizeof(*r->rings));
+        for (uint32_t k = 0; k < r->keys; k++)
+            mutex_ring_init(&r->rings[k], r->quota);
+    } else {
+        r->table = mg_throttle_new();
+        r->names = malloc(r->keys * sizeof(*r->names));
+        for (uint32_t k = 0; k < r->keys; k++)
+            snprintf(r->names[k], sizeof(r->names[k]), "tenant-%05u", k);
+    }
+    mg_decision_t d;
+    uint64_t now = mg_throttle_now();
+    for (uint32_t k = 0; k < r->keys; k++)
+        for (uint32_t i = 0; i < r->quota.requests; i++)
+            decide(r, k, now, &d);
+}
+
+static void run_teardown(run_t *r)
+{
+    for (uint32_t k = 0; r->limiters != NULL && k < r->keys; k++)
+        mg_limiter_free(r->limiters[k]);
+    for (uint32_t k = 0; r->rings != NULL && k < r->keys; k++) {
+        pthread_mutex_destroy(&r->rings[k].lock);
+        free(r->rings[k].ts);
+    }
+    mg_throttle_free(r->table);
+    free(r->limiters);
+    free(r->rings);
+    free(r->names);
+}
+
+/* One run: ns of CPU per decision (mean over threads); `*mps`: decisions per us of wall. */
+static double run_once(variant_t v, mg_quota_t q, uint32_t keys, int threads, size_t ops, double *mps, double *admit_share)
+{
+    run_t r = {.variant = v, .quota = q, .keys = keys, .ops = ops};
+    worker_t w[MAX_THREADS];
+    run_setup(&r);
+    pthread_barrier_init(&r.start, NULL, (unsigned)threads + 1);
+    for (int i = 0; i < threads; i++) {
+        w[i] = (worker_t){.run = &r, .rng = 0x9e3779b97f4a7c15u * (uint64_t)(i + 1)};
+        pthread_create(&w[i].thread, NULL, worker_run, &w[i]);
+    }
+    pthread_barrier_wait(&r.start);
+    double cpu = 0, admitted = 0, began = 0, ended = 0;
+    for (int i = 0; i < threads; i++) {
+        pthread_join(w[i].thread, NULL);
+        cpu += w[i].cpu_ns / (double)ops;
+        admitted += (double)w[i].admitted;
+        began = i == 0 || w[i].began < began ? w[i].began : began;
+        ended = w[i].ended > ended ? w[i].ended : ended;
+    }
+    *mps = (double)ops * threads / ((ended - began) / 1e3);
+    *admit_share = admitted / ((double)ops * threads);
+    pthread_barrier_destroy(&r.start);
+    run_teardown(&r);
+    return cpu / threads;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    size_t ops = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;
+    int rounds = argc > 2 ? atoi(argv[2]) : 3;
+    if (ops == 0 || rounds < 1 || rounds > MAX_ROUNDS) {
+        fprintf(stderr, "usage: throttle-bench [OPS [ROUNDS (1..%d)]]\n", MAX_ROUNDS);
+        return 2;
+    }
+    static const struct {
+        const char *name;
+        mg_quota_t quota;
+    } loads[] = {{"admit", {100, 1}}, {"reject", {100, 1000000}}};
+    static const uint32_t key_counts[] = {1, MANY_KEYS};
+    static const int thread_counts[] = {1, 2, 4, 8};
+    printf("%zu decisions per thread per run, median of %d runs; ns = CPU time per decision\n\n", ops, rounds);
+    printf("| workload | keys | variant | 1 thread ns | 2 threads ns | 4 threads ns | 8 threads ns | M/s at 1 | M/s at 8 | "
+           "admitted |\n");
+    printf("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (size_t l = 0; l < sizeof(loads) / sizeof(loads[0]); l++) {
+        for (size_t k = 0; k < 2; k++) {
+            for (variant_t v = LIMITER; v <= MUTEX; v++) {
+                printf("| %s | %u | %s |", loads[l].name, key_counts[k], variant_names[v]);
+                double mps_at[4], share = 0;
+                for (size_t t = 0; t < 4; t++) {
+                    double ns[MAX_ROUNDS], mps[MAX_ROUNDS];
+                    for (int i = 0; i < rounds; i++)
+                        ns[i] = run_once(v, loads[l].quota, key_counts[k], thread_counts[t], ops, &mps[i], &share);
+                    qsort(ns, (size_t)rounds, sizeof(double), cmp_double);
+                    qsort(mps, (size_t)rounds, sizeof(double), cmp_double);
+                    mps_at[t] = mps[rounds / 2];
+                    printf(" %.1f |", ns[rounds / 2]);
+                    fflush(stdout);
+                }
+                printf(" %.1f | %.1f | %.0f%% |\n", mps_at[0], mps_at[3], share * 100);
+            }
+        }
+    }
+    return 0;
+}
