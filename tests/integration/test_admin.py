@@ -316,6 +316,43 @@ def test_in_flight_request_finishes_on_the_config_it_started_with(start_gateway,
     assert routes == {"/api/slow": "api", "/api/x": "api-v2"}
 
 
+def test_reload_reopens_the_access_log(start_gateway, tmp_path):
+    log = tmp_path / "access.log"
+    config = admin_config(access_log=str(log))
+    gw = start_gateway(config)
+    assert request(gw.port, "GET", "/hello?before")[0] == 200
+    assert wait_until(lambda: log.exists() and log.read_text().count("\n") == 1, 5)
+
+    log.rename(tmp_path / "access.log.1")  # rotation: move, then reload
+    gw.reload()
+    assert request(gw.port, "GET", "/hello?after")[0] == 200
+
+    assert wait_until(lambda: log.exists() and log.read_text().count("\n") == 1, 5), "a new file at the configured path"
+    assert (tmp_path / "access.log.1").read_text().count("\n") == 1
+
+    other = tmp_path / "other.log"  # and the path itself can change
+    config["access_log"] = str(other)
+    gw.write_config(config)
+    gw.reload()
+    assert request(gw.port, "GET", "/hello")[0] == 200
+    assert wait_until(lambda: other.exists() and other.read_text().count("\n") == 1, 5)
+    assert log.read_text().count("\n") == 1
+
+
+def test_access_log_that_cannot_be_opened_fails_the_reload(start_gateway, tmp_path):
+    config = admin_config()
+    gw = start_gateway(config)
+    config["access_log"] = str(tmp_path / "no" / "such" / "dir.log")
+    gw.write_config(config)
+
+    status, _, body = gw.admin_request("POST", "/reload")
+
+    assert status == 422
+    assert json.loads(body)["errors"] == [f"{gw.config_path}: cannot open access log {config['access_log']}: "
+                                          "No such file or directory"]
+    assert gw.metrics()["matchgate_config_generation"] == 1
+
+
 def test_restart_only_settings_are_warned_about_and_kept(start_gateway):
     config = admin_config(workers=2)
     gw = start_gateway(config)
