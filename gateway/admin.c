@@ -329,6 +329,7 @@ static void setup_globalconf(mg_admin_t *admin)
     admin->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("matchgate"));
     admin->globalconf.max_request_entity_size = ADMIN_MAX_BODY;
     admin->globalconf.http1.req_timeout = ADMIN_IDLE_TIMEOUT_MS;
+    admin->globalconf.http1.upgrade_to_http2 = 0; /* HTTP/1.1 only */
     h2o_hostconf_t *host = h2o_config_register_host(&admin->globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
     mg_admin_handler_entry_t *h = (mg_admin_handler_entry_t *)h2o_create_handler(path, sizeof(*h));
