@@ -4,8 +4,11 @@
  * can be freed before the gateway starts.
  *
  * This file has the top level, process-wide settings, limits and routes; `listen:` is read in
- * config_listen.c and `backends:` in config_backends.c.
+ * config_listen.c, `backends:` in config_backends.c, `tenants:` in config_tenants.c and
+ * `admin:` in config_admin.c; config_reload.c loads the file again for a reload.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +18,7 @@
 #define MG_MAX_WORKERS 256
 
 static const char *const top_keys[] = {"listen",   "workers", "shutdown_timeout", "access_log", "limits",
-                                       "backends", "tenants", "routes",           NULL};
+                                       "backends", "tenants", "routes",           "admin",      NULL};
 
 /* ---------------------------------------------------------------------------------------
  * Small helpers
@@ -181,6 +184,9 @@ static mg_config_t *config_new(const char *file)
         free(conf);
         return NULL;
     }
+    conf->access_log_fd = -1;
+    conf->generation = 1;
+    atomic_init(&conf->refs, 1);
     conf->workers = default_workers();
     conf->shutdown_timeout_ms = 10000;
     conf->limits.max_request_body = UINT64_C(10) << 20;
@@ -202,9 +208,10 @@ static void config_read(mg_config_loader_t *cl, const mg_node_t *root)
     mg__config_parse_backends(cl, root);
     mg__config_parse_tenants(cl, root);
     parse_routes(cl, root);
+    mg__config_parse_admin(cl, root);
 }
 
-static mg_config_t *config_from_doc(const char *file, mg_doc_t *doc, mg_errors_t *errs)
+mg_config_t *mg__config_from_doc(const char *file, mg_doc_t *doc, mg_errors_t *errs)
 {
     mg_config_loader_t cl = {.errs = errs, .conf = config_new(file), .dir = dir_of(file)};
     size_t before = errs->num_errors;
@@ -230,7 +237,7 @@ mg_config_t *mg_config_load(const char *file, mg_errors_t *errs)
 
     if (doc == NULL)
         return NULL;
-    conf = config_from_doc(file, doc, errs);
+    conf = mg__config_from_doc(file, doc, errs);
     mg_doc_free(doc);
     return conf;
 }
@@ -242,7 +249,7 @@ mg_config_t *mg_config_load_string(const char *name, const char *text, mg_errors
 
     if (doc == NULL)
         return NULL;
-    conf = config_from_doc(name, doc, errs);
+    conf = mg__config_from_doc(name, doc, errs);
     mg_doc_free(doc);
     return conf;
 }
@@ -277,7 +284,39 @@ void mg_config_free(mg_config_t *conf)
     mg__config_tenants_free(&conf->tenants);
     if (conf->routes != NULL)
         mg_routes_free(conf->routes);
+    mg__config_admin_free(&conf->admin);
+    if (conf->access_log_fd >= 0 && conf->access_log_fd != STDOUT_FILENO)
+        close(conf->access_log_fd);
     free(conf->access_log);
     free(conf->file);
     free(conf);
+}
+
+mg_config_t *mg_config_retain(mg_config_t *conf)
+{
+    atomic_fetch_add_explicit(&conf->refs, 1, memory_order_relaxed);
+    return conf;
+}
+
+void mg_config_release(mg_config_t *conf)
+{
+    /* acq_rel: whatever the other holders did with the configuration happens before the free */
+    if (conf != NULL && atomic_fetch_sub_explicit(&conf->refs, 1, memory_order_acq_rel) == 1)
+        mg_config_free(conf);
+}
+
+int mg_config_open_access_log(mg_config_t *conf, mg_errors_t *errs)
+{
+    if (conf->access_log == NULL)
+        return 0;
+    if (strcmp(conf->access_log, "-") == 0) {
+        conf->access_log_fd = STDOUT_FILENO;
+        return 0;
+    }
+    conf->access_log_fd = open(conf->access_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (conf->access_log_fd < 0) {
+        mg_errors_add(errs, NULL, "%s: cannot open access log %s: %s", conf->file, conf->access_log, strerror(errno));
+        return -1;
+    }
+    return 0;
 }

@@ -1,7 +1,7 @@
 /*
  * What the configuration loader's source files share (config.c, config_listen.c,
- * config_backends.c). Private to them: the rest of the gateway reads the finished
- * mg_config_t through gateway.h.
+ * config_backends.c, config_tenants.c, config_admin.c, config_reload.c). Private to them: the rest of the gateway reads the
+ * finished mg_config_t through gateway.h.
  */
 #ifndef MG_GATEWAY_CONFIG_INTERNAL_H
 #define MG_GATEWAY_CONFIG_INTERNAL_H
@@ -39,5 +39,14 @@ void mg__config_parse_tenants(mg_config_loader_t *cl, const mg_node_t *root);
 void mg__config_tenants_free(mg_tenants_conf_t *tc);
 /* Frees what a backend owns (not the backend itself). */
 void mg__config_backend_free(mg_backend_conf_t *backend);
+/* Reads the optional `admin:` section into cl->conf, after `listen:` (config_admin.c). */
+void mg__config_parse_admin(mg_config_loader_t *cl, const mg_node_t *root);
+void mg__config_admin_free(mg_admin_conf_t *admin);
+/* Equal socket addresses (same family, address and port). */
+int mg__config_same_address(const struct sockaddr_storage *a, socklen_t alen, const struct sockaddr_storage *b, socklen_t blen);
+
+/* Reads a loaded document into a new configuration (refs 1, generation 1); NULL after recording
+ * every error. `file` names the configuration in messages and resolves relative paths. */
+mg_config_t *mg__config_from_doc(const char *file, mg_doc_t *doc, mg_errors_t *errs);
 
 #endif

@@ -116,9 +116,14 @@ static void parse_tls(mg_config_loader_t *cl, const mg_node_t *tls, mg_listen_co
         check_readable(cl, key, "key", &listener->tls_key);
 }
 
+int mg__config_same_address(const struct sockaddr_storage *a, socklen_t alen, const struct sockaddr_storage *b, socklen_t blen)
+{
+    return alen == blen && memcmp(a, b, alen) == 0;
+}
+
 static int same_address(const mg_listen_conf_t *a, const mg_listen_conf_t *b)
 {
-    return a->addrlen == b->addrlen && memcmp(&a->addr, &b->addr, a->addrlen) == 0;
+    return mg__config_same_address(&a->addr, a->addrlen, &b->addr, b->addrlen);
 }
 
 static void check_duplicate_listener(mg_config_loader_t *cl, const mg_node_t *at, const mg_listen_conf_t *listener)

@@ -265,7 +265,7 @@ static void try_send(mg_forward_t *f)
         f->send_active = 1;
     }
     if (req->version < 0x200) /* HTTP/2 flow control stalls one stream, not the connection */
-        mg_timer_set(&f->stall, f->r->worker->gw->conf->limits.client_idle_timeout_ms);
+        mg_timer_set(&f->stall, f->r->conf->limits.client_idle_timeout_ms);
     h2o_send(req, &buf, buf.len != 0, state);
 }
 

@@ -11,8 +11,9 @@
 #include "routes/routes.h"
 
 /* ---------------------------------------------------------------------------------------
- * Configuration (config.c, config_listen.c, config_backends.c). Everything is copied out of
- * the YAML document, which is freed before mg_config_load returns.
+ * Configuration (config.c, config_listen.c, config_backends.c, config_tenants.c,
+ * config_admin.c, config_reload.c). Everything is copied out of the YAML document, which is
+ * freed before mg_config_load returns.
  */
 typedef struct mg_listen_conf {
     char *address; /* as written: "127.0.0.1:8080", "[::1]:8080", ":8080" */
@@ -86,18 +87,35 @@ typedef struct mg_tenants_conf {
     size_t num_quotas;
 } mg_tenants_conf_t;
 
+/* admin: the admin API listener (admin.c). */
+typedef struct mg_admin_conf {
+    char *address; /* as written; NULL: no admin API */
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    char *token; /* NULL: no authentication; else every call needs Authorization: Bearer <token> */
+} mg_admin_conf_t;
+
+/*
+ * A loaded configuration. Immutable once the gateway runs, except `refs`: it is shared by the
+ * workers, the admin thread and the requests in flight, and freed when the last reference is
+ * released (mg_config_release), so that a reload never pulls it from under a request.
+ */
 typedef struct mg_config {
     char *file;
     mg_listen_conf_t *listeners;
     size_t num_listeners;
     unsigned workers; /* default: number of CPUs */
     uint64_t shutdown_timeout_ms;
-    char *access_log; /* NULL: none; "-": stdout; else a path opened for append */
+    char *access_log;  /* NULL: none; "-": stdout; else a path opened for append */
+    int access_log_fd; /* -1 until mg_config_open_access_log (loading opens nothing) */
     mg_limits_conf_t limits;
     mg_backend_conf_t *backends;
     size_t num_backends;
     mg_tenants_conf_t tenants;
     mg_routes_t *routes;
+    mg_admin_conf_t admin;
+    uint64_t generation; /* 1 for the configuration loaded at start, +1 per successful reload */
+    atomic_uint refs;    /* 1 when loaded */
 } mg_config_t;
 
 /*
@@ -109,12 +127,31 @@ typedef struct mg_config {
 mg_config_t *mg_config_load(const char *file, mg_errors_t *errs);
 /* Same from memory (tests); `name` is the file name used in messages. */
 mg_config_t *mg_config_load_string(const char *name, const char *text, mg_errors_t *errs);
+/*
+ * Loads `running->file` again for a reload. NULL after recording every error (`running` is not
+ * touched). On success the result has generation running->generation + 1, and the settings that
+ * only take effect at start (listen addresses and TLS, workers, admin.address,
+ * limits.max_request_body, limits.client_idle_timeout, limits.max_http2_streams) have
+ * `running`'s values: each one the file changes is recorded as a warning at its position.
+ * Opens nothing (see mg_config_open_access_log).
+ */
+mg_config_t *mg_config_reload(const mg_config_t *running, mg_errors_t *errs);
+/* Same from memory (tests): `text` stands for the file's new content. */
+mg_config_t *mg_config_reload_string(const mg_config_t *running, const char *text, mg_errors_t *errs);
+/* Opens the access log named by conf->access_log (stdout for "-") into conf->access_log_fd, which
+ * mg_config_free closes. 0, or -1 after recording "cannot open access log ..." in `errs`. */
+int mg_config_open_access_log(mg_config_t *conf, mg_errors_t *errs);
 /* Parses a listen address ("127.0.0.1:8080", "[::1]:80", ":8080" = all IPv4). 0 or -1. */
 int mg_config_parse_address(const char *s, struct sockaddr_storage *ss, socklen_t *len);
 /* A one-line summary for `--check`: "FILE: ok (N listeners, N backends, N routes, N workers)"
  * (singular for 1: "1 listener"). */
 void mg_config_summary(const mg_config_t *conf, char *buf, size_t size);
+/* Frees the configuration whatever its references (--check, tests, a load that is dropped). */
 void mg_config_free(mg_config_t *conf);
+/* Takes one more reference; returns `conf`. Any thread. */
+mg_config_t *mg_config_retain(mg_config_t *conf);
+/* Drops one reference; the last one frees the configuration. Any thread; NULL is ignored. */
+void mg_config_release(mg_config_t *conf);
 
 /* ---------------------------------------------------------------------------------------
  * Tenants (tenants.c): pure functions on the routing context, unit-tested without h2o.
@@ -131,10 +168,12 @@ const mg_quota_t *mg_tenants_quota(const mg_tenants_conf_t *tc, mg_str_t tenant)
 int mg_tenants_identify(const mg_tenants_conf_t *tc, mg_ctx_t *ctx);
 
 /* ---------------------------------------------------------------------------------------
- * Running (server.c). Starts conf->workers threads, serves until SIGTERM/SIGINT, then stops
+ * Running (server.c). Starts conf->workers threads and the admin listener (when configured),
+ * reloads the file on SIGHUP (and POST /reload), serves until SIGTERM/SIGINT, then stops
  * accepting, lets in-flight requests finish (up to shutdown_timeout) and returns the exit
- * status, or exits the process itself when the deadline passes first. Runs once per process:
- * the finished workers stay parked, holding `conf`, until the process exits.
+ * status, or exits the process itself when the deadline passes first. Takes over the caller's
+ * reference on `conf`. Runs once per process: the finished workers stay parked until the
+ * process exits.
  */
 int mg_gateway_run(mg_config_t *conf);
 

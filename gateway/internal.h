@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <curl/curl.h>
 #include <h2o.h>
+#include <jansson.h>
 #include "gateway/gateway.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -135,6 +136,50 @@ void mg_upstream_resume(mg_upstream_t *up, CURL *easy);
  */
 typedef struct mg_gateway mg_gateway_t;
 
+/* Counters of one worker, written by that worker only (relaxed load + store, no locked
+ * instruction) and read by the admin thread, which sums them over the workers (/metrics). */
+typedef atomic_uint_fast64_t mg_stat_t;
+
+typedef struct mg_worker_stats {
+    mg_stat_t requests;     /* taken by the request handler */
+    mg_stat_t in_flight;    /* ... and not yet disposed */
+    mg_stat_t responses[6]; /* by status class: [2] 2xx ... [5] 5xx; [0] anything else */
+    mg_stat_t throttle_admitted, throttle_rejected;
+    mg_stat_t connections_rate_limited;
+} mg_worker_stats_t;
+
+static inline void mg_stat_inc(mg_stat_t *p)
+{
+    atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
+static inline void mg_stat_dec(mg_stat_t *p)
+{
+    atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) - 1, memory_order_relaxed);
+}
+
+static inline uint64_t mg_stat_read(mg_stat_t *p)
+{
+    return atomic_load_explicit(p, memory_order_relaxed);
+}
+
+static inline void mg_stat_response(mg_worker_stats_t *stats, int status)
+{
+    int class = status / 100;
+    mg_stat_inc(&stats->responses[class >= 1 && class <= 5 ? class : 0]);
+}
+
+/* Frees the messages an h2o multithread receiver got: calloc'ed h2o_multithread_message_t that
+ * carry nothing but the wake-up (stop, configuration swapped). */
+static inline void mg_messages_free(h2o_linklist_t *messages)
+{
+    while (!h2o_linklist_is_empty(messages)) {
+        h2o_multithread_message_t *m = H2O_STRUCT_FROM_MEMBER(h2o_multithread_message_t, link, messages->next);
+        h2o_linklist_unlink(&m->link);
+        free(m);
+    }
+}
+
 typedef struct mg_worker {
     unsigned id;
     pthread_t thread;
@@ -146,26 +191,42 @@ typedef struct mg_worker {
     mg_upstream_t *upstream;
     h2o_multithread_queue_t *queue;
     h2o_multithread_receiver_t stop_receiver;
-    size_t in_flight;          /* requests accepted and not yet disposed */
+    h2o_multithread_receiver_t conf_receiver; /* "a reload swapped the configuration" */
+    mg_config_t *conf;                        /* current: what requests starting now use */
+    struct mg_conf_hold *holds;               /* configurations this worker holds (conf_refs.c) */
+    mg_worker_stats_t stats;
     h2o_linklist_t flush_list; /* forwards with body bytes waiting to be sent to the client */
     mg_timers_t timers;
     int stopping;
     uint64_t rng[2]; /* request id generator state */
 } mg_worker_t;
 
+typedef struct mg_admin mg_admin_t;
+
 struct mg_gateway {
+    /* The current configuration (one reference). Written only by a reload, under both locks;
+     * other threads take it with mg_gateway_conf_acquire, workers through mg_worker_conf_hold. */
     mg_config_t *conf;
+    pthread_mutex_t conf_lock;       /* `conf` and its reference count move together */
+    pthread_mutex_t reload_lock;     /* one reload at a time */
+    atomic_uint_fast64_t generation; /* conf->generation, readable without the lock */
+    atomic_uint_fast64_t reloads_ok, reloads_failed;
+    atomic_int stopping; /* SIGTERM/SIGINT received: /healthz answers 503 */
+    /* settings fixed at start (a reload keeps them), readable from any thread */
+    unsigned num_workers;
+    size_t num_listeners;
     h2o_globalconf_t globalconf;
     h2o_pathconf_t *pathconf;
     SSL_CTX **ssl_ctxs; /* one per listener, NULL for plain */
     mg_worker_t *workers;
-    int access_log_fd; /* -1: none */
+    mg_admin_t *admin; /* NULL without admin.address */
 };
 
 /* One accepted request, from on_req until h2o disposes it (allocated in the request's pool). */
 typedef struct mg_request {
     h2o_req_t *req; /* NULL once the client is gone or the final send is done */
     mg_worker_t *worker;
+    mg_config_t *conf; /* the worker's current one when the request started: held until disposed */
     const mg_route_t *route;
     mg_str_t method, path, query, host, peer, request_id; /* as received (the access log shows these) */
     /* What forward sends, after the route's actions: method, normalized path, query, and the
@@ -199,8 +260,66 @@ void mg_proxy_register(mg_gateway_t *gw, h2o_hostconf_t *hostconf, h2o_pathconf_
 mg_worker_t *mg_worker_of(h2o_context_t *ctx);
 
 /* Installs signal handling: blocks SIGTERM/SIGINT/SIGHUP/SIGPIPE in the calling thread (and so in
- * threads created afterwards). mg_signals_wait returns the next of SIGTERM/SIGINT (signals.c). */
+ * threads created afterwards). mg_signals_wait returns the next of SIGTERM/SIGINT/SIGHUP (signals.c). */
 void mg_signals_block(void);
 int mg_signals_wait(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Configuration references and reload (conf_refs.c, server.c)
+ *
+ * The gateway holds one reference on its current configuration. Each worker holds one per
+ * configuration it still uses (a "hold" record: the current one, plus older ones while requests
+ * that started on them run), and counts its requests per record without atomics. A reload swaps
+ * the gateway's configuration; each worker moves to it at its next request or when the reload's
+ * message reaches its loop, whichever comes first; an old configuration is freed when its last
+ * reference goes.
+ */
+
+/* The current configuration with one reference for the caller (mg_config_release it). Any thread
+ * but a worker's (workers use mg_worker_conf_hold). */
+mg_config_t *mg_gateway_conf_acquire(mg_gateway_t *gw);
+/*
+ * Reloads the configuration file (mg_config_reload), opens its access log and swaps it in. On
+ * failure the running configuration stays and -1 is returned; errors and warnings are recorded in
+ * `errs` and printed on stderr either way, followed by one line with the outcome and generation.
+ * Serialized; any thread but a worker's.
+ */
+int mg_gateway_reload(mg_gateway_t *gw, mg_errors_t *errs);
+/* Makes `conf` (with the reference the caller gives up) the gateway's configuration and tells the
+ * workers; returns the previous one, whose reference passes to the caller. Under reload_lock. */
+mg_config_t *mg__gateway_conf_publish(mg_gateway_t *gw, mg_config_t *conf);
+
+/* Worker side (worker thread only): the first hold on the gateway's configuration, at start; the
+ * last ones dropped, when the worker has finished. */
+void mg_worker_conf_init(mg_worker_t *w);
+void mg_worker_conf_dispose(mg_worker_t *w);
+/* The worker's current configuration (moving to a reloaded one first), held for one request or
+ * session until mg_worker_conf_drop(w, conf). */
+mg_config_t *mg_worker_conf_hold(mg_worker_t *w);
+void mg_worker_conf_drop(mg_worker_t *w, mg_config_t *conf);
+
+/* ---------------------------------------------------------------------------------------
+ * Admin API (admin.c): its own thread and h2o loop on admin.address, HTTP/1.1, so that data-plane
+ * workers never run admin code. Endpoints are rows of a table in admin.c.
+ */
+
+/* An endpoint: answers `req` before returning (with mg_admin_send*). `conf` is the current
+ * configuration, valid until the handler returns (mg_config_retain it to keep it longer). */
+typedef void (*mg_admin_handler_t)(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+
+/* Opens the admin listener, so that bind errors are reported before anything starts. 0 (also
+ * without admin.address), or -1 after printing why. Main thread. */
+int mg_admin_open(mg_gateway_t *gw);
+/* Starts the admin thread on the listener opened. Main thread, once the workers are ready (a
+ * POST /reload messages them). */
+void mg_admin_start(mg_gateway_t *gw);
+/* Stops the admin thread (it parks until the process exits). No-op without admin. */
+void mg_admin_stop(mg_gateway_t *gw);
+/* A complete response: status, Content-Type (NULL: none), the body (copied). */
+void mg_admin_send(h2o_req_t *req, int status, const char *content_type, const char *body, size_t len);
+/* A JSON response (application/json); takes ownership of `body`. */
+void mg_admin_send_json(h2o_req_t *req, int status, json_t *body);
+/* GET /metrics: Prometheus text format 0.0.4 (admin_metrics.c). */
+void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 
 #endif

@@ -15,7 +15,8 @@ static void usage(FILE *out)
                  "       matchgate --help\n"
                  "\n"
                  "signals: SIGTERM/SIGINT stop accepting, finish in-flight requests (up to\n"
-                 "shutdown_timeout) and exit 0.\n");
+                 "shutdown_timeout) and exit 0. SIGHUP reloads FILE (as POST /reload on the\n"
+                 "admin API does); an invalid file is refused and the running one kept.\n");
 }
 
 /* Loads the file, printing every error and warning; NULL when invalid. */
@@ -71,6 +72,7 @@ int main(int argc, char **argv)
         return 0;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    /* no curl_global_cleanup or mg_config_free: parked workers still hold curl and the config */
+    /* no curl_global_cleanup or mg_config_release: parked threads still hold curl, and the
+     * gateway keeps its configuration until the process exits */
     return mg_gateway_run(conf);
 }

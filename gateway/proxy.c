@@ -63,8 +63,8 @@ void mg_request_log(mg_request_t *r)
     if (r->logged)
         return;
     r->logged = 1;
-    mg_worker_t *w = r->worker;
-    if (w->gw->access_log_fd < 0)
+    mg_stat_response(&r->worker->stats, r->status);
+    if (r->conf->access_log_fd < 0)
         return;
     mg_access_entry_t e = {.peer = r->peer, .method = r->method, .path = r->path, .status = r->status, .bytes = r->bytes_sent};
     gettimeofday(&e.when, NULL);
@@ -74,7 +74,7 @@ void mg_request_log(mg_request_t *r)
         e.server = mg_str(r->server, strlen(r->server));
     e.request_id = r->request_id;
     e.duration_ms = (double)(now_us() - r->started_at) / 1000.0;
-    mg_access_write(w->gw->access_log_fd, &e);
+    mg_access_write(r->conf->access_log_fd, &e);
 }
 
 static void add_header(h2o_req_t *req, const char *name, size_t nlen, const char *value, size_t vlen)
@@ -141,7 +141,8 @@ static void on_request_dispose(void *p)
     if (!r->logged && r->status == 0)
         r->status = 499; /* the client closed before a response could be sent (nginx's code) */
     mg_request_log(r);
-    r->worker->in_flight--;
+    mg_stat_dec(&r->worker->stats.in_flight);
+    mg_worker_conf_drop(r->worker, r->conf);
 }
 
 static mg_str_t peer_of(h2o_req_t *req)
@@ -258,12 +259,14 @@ static mg_request_t *request_new(mg_worker_t *w, h2o_req_t *req)
     memset(r, 0, sizeof(*r));
     r->req = req;
     r->worker = w;
+    r->conf = mg_worker_conf_hold(w);
     r->started_at = now_us();
     r->method = mg_str(req->method.base, req->method.len);
     r->path = mg_str(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len);
     r->peer = peer_of(req);
     r->request_id = request_id_of(w, req);
-    w->in_flight++;
+    mg_stat_inc(&w->stats.requests);
+    mg_stat_inc(&w->stats.in_flight);
     return r;
 }
 
@@ -300,19 +303,18 @@ static void dispatch(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_result
 
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
-    mg_gateway_t *gw = ((mg_handler_t *)self)->gw;
     mg_request_t *r = request_new(mg_worker_of(req->conn->ctx), req);
     mg_ctx_t ctx;
     mg_route_result_t res;
-    if (req->entity.len > gw->conf->limits.max_request_body) {
+    if (req->entity.len > r->conf->limits.max_request_body) {
         mg_request_send_error(r, 413, "body-too-large", "request body exceeds limits.max_request_body");
-    } else if (header_bytes(req) > gw->conf->limits.max_header_size) {
+    } else if (header_bytes(req) > r->conf->limits.max_header_size) {
         mg_request_send_error(r, 431, "headers-too-large", "request headers exceed limits.max_header_size");
     } else if (build_context(r, &ctx) != 0) {
         mg_request_send_error(r, 400, "bad-request", "invalid request path");
     } else if (r->host.len == 0 && req->version == 0x101) {
         mg_request_send_error(r, 400, "bad-request", "HTTP/1.1 request without Host");
-    } else if ((r->route = mg_routes_match(gw->conf->routes, &ctx)) == NULL) {
+    } else if ((r->route = mg_routes_match(r->conf->routes, &ctx)) == NULL) {
         mg_request_send_error(r, 404, "no-route", "no route matches the request");
     } else if (mg_route_apply(r->route, &ctx, &res) != 0) {
         mg_request_send_error(r, 400, "bad-request", res.error);
@@ -335,16 +337,19 @@ typedef struct mg_early_filter {
 
 static void on_early_response(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot)
 {
-    mg_gateway_t *gw = ((mg_early_filter_t *)self)->gw;
+    mg_worker_t *w = mg_worker_of(req->conn->ctx);
+    int fd = w->conf->access_log_fd;
     const char *code = req->res.status == 413 ? "body-too-large" : "bad-request";
     add_header(req, H2O_STRLIT("x-matchgate-error"), code, strlen(code));
-    if (gw->access_log_fd >= 0) {
+    mg_stat_inc(&w->stats.requests);
+    mg_stat_response(&w->stats, req->res.status);
+    if (fd >= 0) {
         mg_access_entry_t e = {.peer = peer_of(req),
                                .method = mg_str(req->method.base, req->method.len),
                                .path = mg_str(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len),
                                .status = req->res.status};
         gettimeofday(&e.when, NULL);
-        mg_access_write(gw->access_log_fd, &e);
+        mg_access_write(fd, &e);
     }
     h2o_setup_next_ostream(req, slot);
 }

@@ -3,7 +3,8 @@
  *
  * Each worker owns an h2o loop, its own SO_REUSEPORT socket per listener (the kernel spreads
  * connections), its own libcurl multi handle, and every connection it accepts for the
- * connection's whole life. The main thread only waits for signals.
+ * connection's whole life. The main thread only waits for signals (and reloads on SIGHUP); the
+ * admin API has a thread of its own (admin.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,7 +41,7 @@ static void on_accept(h2o_socket_t *listener, const char *err)
 
 static void close_listeners(mg_worker_t *w)
 {
-    for (size_t i = 0; i < w->gw->conf->num_listeners; i++) {
+    for (size_t i = 0; i < w->gw->num_listeners; i++) {
         if (w->listeners[i] == NULL)
             continue;
         h2o_socket_read_stop(w->listeners[i]);
@@ -53,11 +54,7 @@ static void close_listeners(mg_worker_t *w)
 static void on_stop_message(h2o_multithread_receiver_t *receiver, h2o_linklist_t *messages)
 {
     mg_worker_t *w = H2O_STRUCT_FROM_MEMBER(mg_worker_t, stop_receiver, receiver);
-    while (!h2o_linklist_is_empty(messages)) {
-        h2o_multithread_message_t *m = H2O_STRUCT_FROM_MEMBER(h2o_multithread_message_t, link, messages->next);
-        h2o_linklist_unlink(&m->link);
-        free(m);
-    }
+    mg_messages_free(messages);
     if (w->stopping)
         return;
     w->stopping = 1;
@@ -68,14 +65,14 @@ static void on_stop_message(h2o_multithread_receiver_t *receiver, h2o_linklist_t
 
 static void worker_init(mg_worker_t *w)
 {
-    mg_config_t *conf = w->gw->conf;
+    size_t num_listeners = w->gw->num_listeners;
     h2o_loop_t *loop = w->ctx.loop;
     h2o_linklist_init_anchor(&w->flush_list);
     mg_timers_init(&w->timers, loop);
     w->upstream = mg_upstream_create(loop, &w->timers, &mg_forward_upstream_callbacks, w);
-    w->accept_ctxs = calloc(conf->num_listeners, sizeof(*w->accept_ctxs));
-    w->listeners = calloc(conf->num_listeners, sizeof(*w->listeners));
-    for (size_t i = 0; i < conf->num_listeners; i++) {
+    w->accept_ctxs = calloc(num_listeners, sizeof(*w->accept_ctxs));
+    w->listeners = calloc(num_listeners, sizeof(*w->listeners));
+    for (size_t i = 0; i < num_listeners; i++) {
         w->accept_ctxs[i].ctx = &w->ctx;
         w->accept_ctxs[i].hosts = w->gw->globalconf.hosts;
         w->accept_ctxs[i].ssl_ctx = w->gw->ssl_ctxs[i];
@@ -114,7 +111,7 @@ static void worker_park(void)
  * has no way to close them early, and a client sending on one now gets the connection closed. */
 static int worker_done(mg_worker_t *w)
 {
-    return w->stopping && w->in_flight == 0 && h2o_linklist_is_empty(&w->ctx.http2._conns);
+    return w->stopping && mg_stat_read(&w->stats.in_flight) == 0 && h2o_linklist_is_empty(&w->ctx.http2._conns);
 }
 
 static void *worker_main(void *arg)
@@ -125,6 +122,7 @@ static void *worker_main(void *arg)
     h2o_context_init(&w->ctx, h2o_evloop_create(), &w->gw->globalconf);
     w->queue = h2o_multithread_create_queue(w->ctx.loop);
     h2o_multithread_register_receiver(w->queue, &w->stop_receiver, on_stop_message);
+    mg_worker_conf_init(w);
     worker_init(w);
     worker_report(&num_ready);
     /* h2o_evloop_run returns -1 on EINTR: keep looping, or a signal would stop the worker */
@@ -132,6 +130,7 @@ static void *worker_main(void *arg)
         h2o_evloop_run(w->ctx.loop, INT32_MAX);
     mg_upstream_destroy(w->upstream);
     w->upstream = NULL;
+    mg_worker_conf_dispose(w);
     worker_park();
     return NULL;
 }
@@ -195,22 +194,13 @@ static void setup_globalconf(mg_gateway_t *gw)
     mg_proxy_register(gw, host, gw->pathconf);
 }
 
-static int open_access_log(mg_gateway_t *gw)
+static int open_access_log(mg_config_t *conf)
 {
-    const char *path = gw->conf->access_log;
-    gw->access_log_fd = -1;
-    if (path == NULL)
-        return 0;
-    if (strcmp(path, "-") == 0) {
-        gw->access_log_fd = STDOUT_FILENO;
-        return 0;
-    }
-    gw->access_log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (gw->access_log_fd < 0) {
-        fprintf(stderr, "matchgate: cannot open access log %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    mg_errors_t errs = {0};
+    int ret = mg_config_open_access_log(conf, &errs);
+    mg_errors_print(&errs, stderr);
+    mg_errors_clear(&errs);
+    return ret;
 }
 
 static int setup_listeners(mg_gateway_t *gw)
@@ -245,7 +235,7 @@ static void prepare_worker(mg_gateway_t *gw, mg_worker_t *w, unsigned id)
 
 static void stop_workers(mg_gateway_t *gw)
 {
-    for (unsigned i = 0; i < gw->conf->workers; i++) {
+    for (unsigned i = 0; i < gw->num_workers; i++) {
         h2o_multithread_message_t *m = calloc(1, sizeof(*m));
         h2o_multithread_send_message(&gw->workers[i].stop_receiver, m);
     }
@@ -267,24 +257,93 @@ static int wait_workers(mg_gateway_t *gw, unsigned *counter, uint64_t timeout_ms
     }
     int timed_out = 0;
     pthread_mutex_lock(&state_lock);
-    while (*counter < gw->conf->workers && !timed_out) {
+    while (*counter < gw->num_workers && !timed_out) {
         if (timeout_ms == UINT64_MAX)
             pthread_cond_wait(&state_cond, &state_lock);
         else
             timed_out = pthread_cond_timedwait(&state_cond, &state_lock, &deadline) == ETIMEDOUT;
     }
-    int all = *counter == gw->conf->workers;
+    int all = *counter == gw->num_workers;
     pthread_mutex_unlock(&state_lock);
     return all ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Reload
+ */
+
+/*
+ * Runs once after each successful swap, in the thread doing the reload (the main thread on
+ * SIGHUP, the admin thread on POST /reload), before `old` loses the gateway's reference. Workers
+ * may already serve requests on `new`.
+ */
+static void on_config_swapped(mg_gateway_t *gw, mg_config_t *old, mg_config_t *new)
+{
+    /* the throttle is requota'd here (tenant quotas of `new`; its state survives the reload) */
+}
+
+static void log_reload(mg_gateway_t *gw, const mg_errors_t *errs, int ok)
+{
+    mg_errors_print(errs, stderr);
+    if (ok)
+        fprintf(stderr, "matchgate: configuration reloaded from %s: generation %llu\n", gw->conf->file,
+                (unsigned long long)gw->conf->generation);
+    else
+        fprintf(stderr, "matchgate: reload of %s failed (%zu error%s): still serving generation %llu\n", gw->conf->file,
+                errs->num_errors, errs->num_errors == 1 ? "" : "s", (unsigned long long)gw->conf->generation);
+}
+
+int mg_gateway_reload(mg_gateway_t *gw, mg_errors_t *errs)
+{
+    pthread_mutex_lock(&gw->reload_lock);
+    /* only a reload writes gw->conf, and this one holds the lock: no reference needed to read it */
+    mg_config_t *conf = mg_config_reload(gw->conf, errs);
+    if (conf != NULL && mg_config_open_access_log(conf, errs) != 0) {
+        mg_config_free(conf);
+        conf = NULL;
+    }
+    if (conf != NULL) {
+        mg_config_t *old = mg__gateway_conf_publish(gw, conf);
+        on_config_swapped(gw, old, conf);
+        mg_config_release(old);
+    }
+    atomic_fetch_add(conf != NULL ? &gw->reloads_ok : &gw->reloads_failed, 1);
+    log_reload(gw, errs, conf != NULL);
+    pthread_mutex_unlock(&gw->reload_lock);
+    return conf != NULL ? 0 : -1;
+}
+
+/* The main thread's life once the workers run: reload on SIGHUP until SIGTERM/SIGINT. */
+static int serve_signals(mg_gateway_t *gw)
+{
+    int sig;
+    while ((sig = mg_signals_wait()) == SIGHUP) {
+        mg_errors_t errs = {0};
+        mg_gateway_reload(gw, &errs);
+        mg_errors_clear(&errs);
+    }
+    return sig;
+}
+
+static int gateway_init(mg_gateway_t *gw, mg_config_t *conf)
+{
+    gw->conf = conf;
+    pthread_mutex_init(&gw->conf_lock, NULL);
+    pthread_mutex_init(&gw->reload_lock, NULL);
+    atomic_init(&gw->generation, conf->generation);
+    gw->num_workers = conf->workers;
+    gw->num_listeners = conf->num_listeners;
+    gw->workers = calloc(conf->workers, sizeof(*gw->workers));
+    setup_globalconf(gw);
+    if (open_access_log(conf) != 0 || setup_listeners(gw) != 0 || mg_admin_open(gw) != 0)
+        return -1;
+    return 0;
 }
 
 int mg_gateway_run(mg_config_t *conf)
 {
     mg_gateway_t *gw = &gateway;
-    gw->conf = conf;
-    gw->workers = calloc(conf->workers, sizeof(*gw->workers));
-    setup_globalconf(gw);
-    if (open_access_log(gw) != 0 || setup_listeners(gw) != 0)
+    if (gateway_init(gw, conf) != 0)
         return 1;
     mg_signals_block();
     for (unsigned i = 0; i < conf->workers; i++) {
@@ -293,17 +352,23 @@ int mg_gateway_run(mg_config_t *conf)
     }
     /* a stop message needs its receiver: signals stay pending (blocked) until then */
     wait_workers(gw, &num_ready, UINT64_MAX);
+    mg_admin_start(gw);
     fprintf(stderr, "matchgate: serving %s with %u workers (pid %d)\n", conf->file, conf->workers, (int)getpid());
-    int sig = mg_signals_wait();
+    int sig = serve_signals(gw);
+    atomic_store(&gw->stopping, 1);
+    mg_config_t *current = mg_gateway_conf_acquire(gw);
+    uint64_t timeout_ms = current->shutdown_timeout_ms;
+    mg_config_release(current);
     fprintf(stderr, "matchgate: %s received, finishing in-flight requests (up to %llu ms)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
-            (unsigned long long)conf->shutdown_timeout_ms);
+            (unsigned long long)timeout_ms);
     stop_workers(gw);
-    if (wait_workers(gw, &num_done, conf->shutdown_timeout_ms) != 0) {
+    if (wait_workers(gw, &num_done, timeout_ms) != 0) {
         fprintf(stderr, "matchgate: shutdown_timeout reached, exiting with requests still in flight\n");
         /* workers are still running: skip exit handlers that would free what they use */
         fflush(NULL);
         _exit(0);
     }
+    mg_admin_stop(gw);
     fprintf(stderr, "matchgate: stopped\n");
     return 0;
 }

@@ -3,7 +3,6 @@
  * workers have them blocked, so their h2o loops are never interrupted mid-callback.
  */
 #include <signal.h>
-#include <stdio.h>
 #include "gateway/internal.h"
 
 static sigset_t handled;
@@ -25,8 +24,7 @@ int mg_signals_wait(void)
         int sig;
         if (sigwait(&handled, &sig) != 0)
             continue;
-        if (sig == SIGTERM || sig == SIGINT)
+        if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
             return sig;
-        fprintf(stderr, "matchgate: SIGHUP received; configuration reload is not implemented yet, ignoring\n");
     }
 }

@@ -43,7 +43,8 @@ def start_gateway(tmp_path, matchgate_bin):
     """start_gateway(config, port=None) -> Gateway, ready to accept.
 
     `config` is a dict (written as YAML) or YAML text; `port` is the listener to wait for
-    (default: the first listen address in a dict config). At teardown every gateway gets
+    (default: the first listen address in a dict config). `gw.config_path` is the file (see
+    Gateway.write_config and Gateway.reload); `gw.admin_port` the admin port of a dict config. At teardown every gateway gets
     SIGTERM and must exit 0 (unless started with expect_clean_exit=False) with no sanitizer
     report on stderr.
     """
@@ -62,6 +63,8 @@ def start_gateway(tmp_path, matchgate_bin):
         path.write_text(text)
         gw = Gateway([str(matchgate_bin), "-c", str(path)], port, workdir, expect_clean_exit)
         gw.config_path = path
+        if isinstance(config, dict) and "admin" in config:
+            gw.admin_port = int(config["admin"]["address"].rsplit(":", 1)[1])
         started.append(gw)
         gw.wait_ready()
         return gw

@@ -338,10 +338,41 @@ class Backend(ThreadingHTTPServer):
 # The gateway process
 
 
+RELOAD_LINE = re.compile(r"^matchgate: (configuration reloaded from .*: generation \d+|reload of .* failed .*)$", re.M)
+
+
+def parse_metrics(text):
+    """Prometheus text format 0.0.4 -> {series: value}, a series written as in the text
+    (`matchgate_requests_total`, `matchgate_responses_total{class="2xx"}`). Checks the format as
+    it goes: every sample has a TYPE line of its metric before it, values are numbers."""
+    typed = {}
+    samples = {}
+    for line in text.splitlines():
+        if not line:
+            continue
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ", 3)
+            assert kind in ("counter", "gauge"), line
+            typed[name] = kind
+            continue
+        if line.startswith("#"):
+            assert line.startswith("# HELP "), line
+            continue
+        m = re.fullmatch(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[a-zA-Z_]+="[^"]*"(?:,[a-zA-Z_]+="[^"]*")*\})? (\S+)', line)
+        assert m, f"not a sample line: {line!r}"
+        assert m.group(1) in typed, f"sample without a TYPE line before it: {line!r}"
+        series = m.group(1) + (m.group(2) or "")
+        assert series not in samples, f"series given twice: {series}"
+        samples[series] = float(m.group(3))
+    return samples
+
+
 class Gateway:
     def __init__(self, args, port, workdir, expect_clean_exit=True):
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
+        self.config_path = None  # set by the start_gateway fixture
+        self.admin_port = None  # admin.address's port, when the config has one
         self.expect_clean_exit = expect_clean_exit
         self.stdout_path = workdir / "matchgate.stdout"
         self.stderr_path = workdir / "matchgate.stderr"
@@ -393,6 +424,37 @@ class Gateway:
         if self.proc.poll() is None:
             self.proc.kill()
         self.returncode = self.proc.wait(timeout=10)
+
+    def write_config(self, config):
+        """Replaces the configuration file (a dict, written as YAML, or text); nothing is reloaded."""
+        self.config_path.write_text(to_yaml(config) + "\n" if isinstance(config, dict) else config)
+
+    def reload_lines(self):
+        return RELOAD_LINE.findall(self.stderr())
+
+    def reload(self, timeout=10.0):
+        """SIGHUP, then waits for the gateway's line about this reload; returns that line
+        ("configuration reloaded from ...: generation N" or "reload of ... failed ...")."""
+        before = len(self.reload_lines())
+        self.signal(signal.SIGHUP)
+        lines = wait_until(lambda: self.reload_lines()[before:], timeout)
+        assert lines, f"no reload line within {timeout}s of SIGHUP:\n{self.stderr()[-4000:]}"
+        return lines[0]
+
+    def admin_request(self, method, path, token=None, body=None, headers=None, timeout=10):
+        """One call to the admin API: (status, headers, body bytes). `token` becomes
+        `Authorization: Bearer <token>`."""
+        assert self.admin_port, "this gateway has no admin address"
+        headers = dict(headers or {})
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        return request(self.admin_port, method, path, headers=headers, body=body, timeout=timeout)
+
+    def metrics(self, token=None):
+        status, headers, body = self.admin_request("GET", "/metrics", token=token)
+        assert status == 200, body
+        assert headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+        return parse_metrics(body.decode())
 
     def stop(self, timeout=15.0):
         """SIGTERM, then wait; the exit status. Kills it, and sets `killed`, when it does not

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "gateway/gateway.h"
@@ -68,6 +69,26 @@ Test(config, defaults)
     cr_assert_eq(conf->num_backends, 0);
     cr_assert_eq(mg_routes_count(conf->routes), 1);
     cr_assert_str_eq(conf->file, "gw.yaml");
+    cr_assert_null(conf->admin.address);
+    cr_assert_null(conf->admin.token);
+    cr_assert_eq(conf->generation, 1);
+    cr_assert_eq(atomic_load(&conf->refs), 1);
+    cr_assert_eq(conf->access_log_fd, -1, "loading opens nothing");
+}
+
+Test(config, admin)
+{
+    load(BASE "admin:\n  address: \"127.0.0.1:9901\"\n  token: \"s3cr3t-T0ken_~+/=\"\n");
+    cr_assert_str_eq(conf->admin.address, "127.0.0.1:9901");
+    const struct sockaddr_in *sin = (const struct sockaddr_in *)&conf->admin.addr;
+    cr_assert_eq(sin->sin_family, AF_INET);
+    cr_assert_eq(ntohs(sin->sin_port), 9901);
+    cr_assert_eq(conf->admin.addrlen, sizeof(*sin));
+    cr_assert_str_eq(conf->admin.token, "s3cr3t-T0ken_~+/=");
+    mg_config_free(conf);
+    load(BASE "admin: {address: \"[::1]:9901\"}\n");
+    cr_assert_eq(conf->admin.addr.ss_family, AF_INET6);
+    cr_assert_null(conf->admin.token, "no token: no authentication");
 }
 
 Test(config, backend_defaults)
@@ -369,7 +390,6 @@ static const bad_config_t bad_configs[] = {
     {"a: [1\n", "gw.yaml:2:1: syntax error: did not find expected ',' or ']' (while parsing a flow sequence that starts at line 1, "
                 "column 4)"},
     {"wokers: 2\n" BASE, "gw.yaml:1:1: unknown key 'wokers' (did you mean 'workers'?)"},
-    {"admin: {address: \":9901\"}\n" BASE, "gw.yaml:1:1: unknown key 'admin'"},
     {LISTEN, "gw.yaml:1:1: missing key 'routes'"},
     {BASE "workers: 2\nworkers: 3\n", "gw.yaml:7:1: duplicate key 'workers'"},
     /* listen */
@@ -449,6 +469,18 @@ static const bad_config_t bad_configs[] = {
      "gw.yaml:2:43: invalid duration 'fast' (expected e.g. 250ms, 5s, 2m, 1h)"},
     {BACKEND("{servers: [\"http://a:1\"], timeuot: 1s}"), "gw.yaml:2:34: unknown key 'timeuot' (did you mean 'timeout'?)"},
     {"backends:\n  \"\": {servers: [\"http://a:1\"]}\n" BASE, "gw.yaml:2:3: backend names must not be empty"},
+    /* admin */
+    {"admin: \":9901\"\n" BASE, "gw.yaml:1:8: expected a mapping, got a scalar"},
+    {"admin: {}\n" BASE, "gw.yaml:1:8: missing key 'address'"},
+    {"admin: {address: \"localhost:9901\"}\n" BASE,
+     "gw.yaml:1:18: invalid address 'localhost:9901' (expected e.g. 127.0.0.1:9901, [::1]:9901, :9901)"},
+    {"admin: {address: \"127.0.0.1:8080\"}\n" BASE,
+     "gw.yaml:1:18: admin address '127.0.0.1:8080' is also a listen address ('127.0.0.1:8080')"},
+    {"admin: {address: \":9901\", tokn: x}\n" BASE, "gw.yaml:1:27: unknown key 'tokn' (did you mean 'token'?)"},
+    {"admin: {address: \":9901\", token: \"\"}\n" BASE,
+     "gw.yaml:1:34: the admin token must not be empty (leave the key out for no token)"},
+    {"admin: {address: \":9901\", token: \"a b\"}\n" BASE, "gw.yaml:1:34: the admin token must be printable ASCII without spaces"},
+    {"admin: {address: \":9901\", token: [a]}\n" BASE, "gw.yaml:1:34: expected a string, got a sequence"},
 };
 
 Test(config, bad_files_report_their_first_error_exactly)
@@ -521,4 +553,197 @@ Test(config, unreadable_file)
     cr_assert_null(conf);
     cr_assert_eq(errs.num_errors, 1);
     cr_assert_str_eq(errs.entries[0].text, "/nonexistent/gw.yaml: cannot open: No such file or directory");
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Reload, references, access log
+ */
+TestSuite(reload, .fini = teardown);
+
+#define SETTINGS                                                                                                                   \
+    "listen:\n  - address: \"127.0.0.1:8080\"\nworkers: 2\nadmin: {address: \"127.0.0.1:9901\", token: old}\n"                     \
+    "limits: {max_request_body: 1MiB, max_header_size: 8KiB, client_idle_timeout: 5s, max_http2_streams: 10}\n"                    \
+    "shutdown_timeout: 3s\n"
+#define RUNNING SETTINGS ROUTES
+
+/* two routes (RUNNING has one) */
+#define ROUTES2 "routes:\n  - name: s\n    match: {path: /s}\n    respond: {status: 204}\n  - name: r\n    respond: {status: 200}\n"
+
+static mg_config_t *running;
+
+static void reload_teardown(void)
+{
+    mg_config_free(running);
+    running = NULL;
+    teardown();
+}
+
+TestSuite(reload_of, .fini = reload_teardown);
+
+static mg_config_t *reload(const char *text)
+{
+    if (running == NULL) {
+        running = mg_config_load_string("gw.yaml", RUNNING, &errs);
+        cr_assert_not_null(running);
+        mg_errors_clear(&errs);
+    }
+    conf = mg_config_reload_string(running, text, &errs);
+    return conf;
+}
+
+Test(reload_of, the_same_file_is_the_next_generation_without_warnings)
+{
+    cr_assert_not_null(reload(RUNNING));
+    cr_assert_eq(errs.size, 0, "%s", errs.size ? errs.entries[0].text : "");
+    cr_assert_eq(conf->generation, 2);
+    cr_assert_eq(atomic_load(&conf->refs), 1);
+    cr_assert_str_eq(conf->file, "gw.yaml");
+    running->generation = 41;
+    mg_config_free(conf);
+    cr_assert_eq(reload(RUNNING)->generation, 42);
+}
+
+Test(reload_of, new_values_of_reloadable_settings_are_taken)
+{
+    cr_assert_not_null(
+        reload("listen:\n  - address: \"127.0.0.1:8080\"\nworkers: 2\n"
+               "admin: {address: \"127.0.0.1:9901\"}\n"
+               "limits: {max_request_body: 1MiB, max_header_size: 1KiB, client_idle_timeout: 5s, max_http2_streams: 10}\n"
+               "access_log: \"-\"\n" ROUTES2));
+    cr_assert_eq(errs.size, 0, "%s", errs.size ? errs.entries[0].text : "");
+    cr_assert_eq(conf->limits.max_header_size, 1024);
+    cr_assert_eq(conf->shutdown_timeout_ms, 10000, "back to the default");
+    cr_assert_null(conf->admin.token, "the token can be removed");
+    cr_assert_str_eq(conf->access_log, "-");
+    cr_assert_eq(mg_routes_count(conf->routes), 2);
+}
+
+Test(reload_of, restart_only_settings_keep_their_running_values_with_a_warning)
+{
+    cr_assert_not_null(reload("listen:\n"                                          /* 1 */
+                              "  - address: \"127.0.0.1:8081\"\n"                  /* 2 */
+                              "workers: 7\n"                                       /* 3 */
+                              "admin: {address: \"127.0.0.1:9902\", token: new}\n" /* 4 */
+                              "limits:\n"                                          /* 5 */
+                              "  max_request_body: 2MiB\n"                         /* 6 */
+                              "  client_idle_timeout: 6s\n"                        /* 7 */
+                              "  max_http2_streams: 11\n" ROUTES));
+    static const char *const expected[] = {
+        "gw.yaml:2:3: warning: listen only changes with a restart: the running value is kept",
+        "gw.yaml:3:10: warning: workers only changes with a restart: the running value is kept",
+        "gw.yaml:6:21: warning: limits.max_request_body only changes with a restart: the running value is kept",
+        "gw.yaml:7:24: warning: limits.client_idle_timeout only changes with a restart: the running value is kept",
+        "gw.yaml:8:22: warning: limits.max_http2_streams only changes with a restart: the running value is kept",
+        "gw.yaml:4:18: warning: admin.address only changes with a restart: the running value is kept",
+    };
+    cr_assert_eq(errs.num_errors, 0);
+    cr_assert_eq(errs.size, sizeof(expected) / sizeof(expected[0]));
+    for (size_t i = 0; i < errs.size; i++)
+        cr_assert_str_eq(errs.entries[i].text, expected[i]);
+    cr_assert_eq(conf->num_listeners, 1);
+    cr_assert_str_eq(conf->listeners[0].address, "127.0.0.1:8080");
+    cr_assert_eq(ntohs(((const struct sockaddr_in *)&conf->listeners[0].addr)->sin_port), 8080);
+    cr_assert_eq(conf->workers, 2);
+    cr_assert_str_eq(conf->admin.address, "127.0.0.1:9901");
+    cr_assert_eq(ntohs(((const struct sockaddr_in *)&conf->admin.addr)->sin_port), 9901);
+    cr_assert_str_eq(conf->admin.token, "new", "the token is not restart-only");
+    cr_assert_eq(conf->limits.max_request_body, 1 << 20);
+    cr_assert_eq(conf->limits.client_idle_timeout_ms, 5000);
+    cr_assert_eq(conf->limits.max_http2_streams, 10);
+}
+
+Test(reload_of, a_removed_section_is_warned_about_at_the_top)
+{
+    cr_assert_not_null(reload(LISTEN "workers: 2\n"
+                                     "limits: {max_request_body: 1MiB, client_idle_timeout: 5s, max_http2_streams: 10}\n" ROUTES));
+    cr_assert_eq(errs.size, 1);
+    cr_assert_str_eq(errs.entries[0].text,
+                     "gw.yaml:1:1: warning: admin.address only changes with a restart: the running value is kept");
+    cr_assert_str_eq(conf->admin.address, "127.0.0.1:9901");
+    cr_assert_null(conf->admin.token);
+}
+
+Test(reload_of, a_bad_file_reports_its_errors_and_leaves_the_running_one)
+{
+    cr_assert_null(reload(LISTEN "workers: 0\n" ROUTES "  - name: r\n    respond: {status: 200}\n"));
+    cr_assert_eq(errs.num_errors, 2);
+    cr_assert_str_eq(errs.entries[0].text, "gw.yaml:3:10: expected an integer between 1 and 256, got '0'");
+    cr_assert_not_null(strstr(errs.entries[1].text, "gw.yaml:7:11: duplicate route name 'r'"), "%s", errs.entries[1].text);
+    cr_assert_eq(running->generation, 1);
+    cr_assert_eq(running->workers, 2);
+    mg_errors_clear(&errs);
+    cr_assert_null(reload("listen: [\n"));
+    cr_assert_not_null(strstr(errs.entries[0].text, "gw.yaml:2:1: syntax error"), "%s", errs.entries[0].text);
+}
+
+Test(reload_of, the_file_itself)
+{
+    char dir[] = "/tmp/mg-test-reload-XXXXXX", path[512];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/gw.yaml", dir);
+    FILE *fp = fopen(path, "w");
+    fputs(RUNNING, fp);
+    fclose(fp);
+    running = mg_config_load(path, &errs);
+    cr_assert_not_null(running);
+    fp = fopen(path, "w");
+    fputs(SETTINGS ROUTES2, fp);
+    fclose(fp);
+    conf = mg_config_reload(running, &errs);
+    unlink(path);
+    cr_assert_not_null(conf, "%s", errs.size ? errs.entries[0].text : "");
+    cr_assert_eq(mg_routes_count(conf->routes), 2);
+    cr_assert_eq(errs.size, 0);
+    mg_config_free(conf);
+    conf = mg_config_reload(running, &errs);
+    rmdir(dir);
+    cr_assert_null(conf);
+    cr_assert_str_eq(errs.entries[0].text + strlen(path), ": cannot open: No such file or directory");
+}
+
+Test(reload, the_last_reference_frees)
+{
+    conf = mg_config_load_string("gw.yaml", BASE, &errs);
+    cr_assert_eq(mg_config_retain(conf), conf);
+    cr_assert_eq(atomic_load(&conf->refs), 2);
+    mg_config_release(conf);
+    cr_assert_eq(atomic_load(&conf->refs), 1);
+    mg_config_release(conf); /* freed: LeakSanitizer and ASan tell if not, or twice */
+    conf = NULL;
+    mg_config_release(NULL);
+}
+
+Test(reload, access_log)
+{
+    char dir[] = "/tmp/mg-test-log-XXXXXX", text[512];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(text, sizeof(text), "access_log: %s/a.log\n" BASE, dir);
+    load(text);
+    cr_assert_eq(mg_config_open_access_log(conf, &errs), 0);
+    cr_assert_geq(conf->access_log_fd, 3);
+    cr_assert_eq(write(conf->access_log_fd, "x\n", 2), 2);
+    mg_config_free(conf); /* closes it */
+    snprintf(text, sizeof(text), "%s/a.log", dir);
+    struct stat st;
+    cr_assert_eq(stat(text, &st), 0);
+    cr_assert_eq(st.st_size, 2);
+    unlink(text);
+
+    snprintf(text, sizeof(text), "access_log: %s/missing/a.log\n" BASE, dir);
+    load(text);
+    cr_assert_eq(mg_config_open_access_log(conf, &errs), -1);
+    cr_assert_eq(conf->access_log_fd, -1);
+    char expected[512];
+    snprintf(expected, sizeof(expected), "gw.yaml: cannot open access log %s/missing/a.log: No such file or directory", dir);
+    cr_assert_str_eq(errs.entries[0].text, expected);
+    rmdir(dir);
+    mg_config_free(conf);
+    mg_errors_clear(&errs);
+
+    load("access_log: \"-\"\n" BASE);
+    cr_assert_eq(mg_config_open_access_log(conf, &errs), 0);
+    cr_assert_eq(conf->access_log_fd, STDOUT_FILENO);
+    mg_config_free(conf); /* does not close stdout */
+    conf = NULL;
+    cr_assert_neq(fcntl(STDOUT_FILENO, F_GETFD), -1);
 }

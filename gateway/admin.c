@@ -1,0 +1,386 @@
+/*
+ * The admin API: a thread of its own with its own h2o loop (HTTP/1.1) on admin.address, so that
+ * the data-plane workers never run admin code and a slow admin call never delays traffic.
+ *
+ * Every call takes a reference on the current configuration for its duration, checks the bearer
+ * token (when admin.token is set) and is dispatched through `endpoints` below: adding an
+ * endpoint is adding a row. Unknown path: 404; known path, other method: 405 with Allow.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+#include "gateway/internal.h"
+
+#define ADMIN_MAX_BODY (1024 * 1024)
+#define ADMIN_IDLE_TIMEOUT_MS 10000
+#define ADMIN_STOP_WAIT_S 2
+
+struct mg_admin {
+    mg_gateway_t *gw;
+    int fd; /* the listening socket, until the thread takes it */
+    pthread_t thread;
+    h2o_globalconf_t globalconf;
+    h2o_context_t ctx;
+    h2o_accept_ctx_t accept_ctx;
+    h2o_socket_t *listener;
+    h2o_multithread_queue_t *queue;
+    h2o_multithread_receiver_t stop_receiver;
+    int stopping;
+    /* the thread's progress, watched by mg_admin_stop */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int ready, stopped;
+};
+
+typedef struct mg_admin_handler_entry {
+    h2o_handler_t super;
+    mg_admin_t *admin;
+} mg_admin_handler_entry_t;
+
+/* ---------------------------------------------------------------------------------------
+ * Endpoints. `path` is matched against the normalized path without the query; a segment "*"
+ * in it matches any one non-empty segment. GET endpoints answer HEAD too.
+ */
+typedef struct mg_admin_endpoint {
+    const char *method;
+    const char *path;
+    mg_admin_handler_t handler;
+} mg_admin_endpoint_t;
+
+static void admin_healthz(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+static void admin_reload(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+
+static const mg_admin_endpoint_t endpoints[] = {
+    {"GET", "/healthz", admin_healthz},
+    {"GET", "/metrics", mg_admin_metrics},
+    {"POST", "/reload", admin_reload},
+};
+
+/* ---------------------------------------------------------------------------------------
+ * Responses
+ */
+static const char *reason_of(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 422:
+        return "Unprocessable Entity";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return status < 500 ? "Client Error" : "Server Error";
+    }
+}
+
+void mg_admin_send(h2o_req_t *req, int status, const char *content_type, const char *body, size_t len)
+{
+    req->res.status = status;
+    req->res.reason = reason_of(status);
+    req->res.content_length = len;
+    if (content_type != NULL)
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, content_type, strlen(content_type));
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-store"));
+    h2o_send_inline(req, body, len);
+}
+
+void mg_admin_send_json(h2o_req_t *req, int status, json_t *body)
+{
+    char *text = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (text == NULL) {
+        mg_admin_send(req, 500, "text/plain; charset=utf-8", H2O_STRLIT("cannot encode the response\n"));
+        return;
+    }
+    size_t len = strlen(text);
+    char *buf = h2o_mem_alloc_pool(&req->pool, len + 1);
+    memcpy(buf, text, len);
+    buf[len] = '\n';
+    free(text);
+    mg_admin_send(req, status, "application/json", buf, len + 1);
+}
+
+static void send_error(h2o_req_t *req, int status, const char *message)
+{
+    mg_admin_send_json(req, status, json_pack("{s:s}", "error", message));
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The built-in endpoints (GET /metrics is in admin_metrics.c)
+ */
+static void admin_healthz(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
+{
+    if (atomic_load(&gw->stopping))
+        mg_admin_send(req, 503, "text/plain; charset=utf-8", H2O_STRLIT("stopping\n"));
+    else
+        mg_admin_send(req, 200, "text/plain; charset=utf-8", H2O_STRLIT("ok\n"));
+}
+
+static json_t *messages_of(const mg_errors_t *errs, int warnings)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < errs->size; i++)
+        if (errs->entries[i].warning == warnings)
+            json_array_append_new(list, json_string(errs->entries[i].text));
+    return list;
+}
+
+/* 200 {"result":"ok","generation":N,"errors":[],"warnings":[...]} or, the running configuration
+ * kept, 422 {"result":"failed","generation":<running>,"errors":["FILE:LINE:COL: ...",...],...}. */
+static void admin_reload(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
+{
+    mg_errors_t errs = {0};
+
+    if (atomic_load(&gw->stopping)) {
+        send_error(req, 503, "the gateway is stopping");
+        return;
+    }
+    int ok = mg_gateway_reload(gw, &errs) == 0;
+    json_t *body =
+        json_pack("{s:s, s:I, s:o, s:o}", "result", ok ? "ok" : "failed", "generation", (json_int_t)atomic_load(&gw->generation),
+                  "errors", messages_of(&errs, 0), "warnings", messages_of(&errs, 1));
+    mg_errors_clear(&errs);
+    mg_admin_send_json(req, ok ? 200 : 422, body);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Dispatch
+ */
+
+/* Both hashed first, so that the comparison takes the same time whatever the token's length
+ * and whichever byte differs. */
+static int authorized(const mg_config_t *conf, h2o_req_t *req)
+{
+    unsigned char given[SHA256_DIGEST_LENGTH], expected[SHA256_DIGEST_LENGTH];
+
+    if (conf->admin.token == NULL)
+        return 1;
+    ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
+    if (i < 0)
+        return 0;
+    h2o_iovec_t v = req->headers.entries[i].value;
+    if (v.len < 7 || !h2o_lcstris(v.base, 7, H2O_STRLIT("bearer ")))
+        return 0;
+    size_t skip = 7;
+    while (skip < v.len && v.base[skip] == ' ')
+        skip++;
+    SHA256((const unsigned char *)v.base + skip, v.len - skip, given);
+    SHA256((const unsigned char *)conf->admin.token, strlen(conf->admin.token), expected);
+    return CRYPTO_memcmp(given, expected, sizeof(given)) == 0;
+}
+
+static int path_matches(const char *pattern, h2o_iovec_t path)
+{
+    const char *p = path.base, *end = path.base + path.len;
+
+    for (; *pattern != '\0'; pattern++) {
+        if (*pattern == '*') {
+            const char *seg = p;
+            while (p < end && *p != '/')
+                p++;
+            if (p == seg)
+                return 0;
+        } else if (p == end || *p++ != *pattern) {
+            return 0;
+        }
+    }
+    return p == end;
+}
+
+static int method_matches(const mg_admin_endpoint_t *e, h2o_iovec_t method)
+{
+    return h2o_memis(method.base, method.len, e->method, strlen(e->method)) ||
+           (strcmp(e->method, "GET") == 0 && h2o_memis(method.base, method.len, H2O_STRLIT("HEAD")));
+}
+
+/* 405 with every method the path takes. */
+static void send_not_allowed(h2o_req_t *req)
+{
+    char allow[128] = "";
+    for (size_t i = 0; i < sizeof(endpoints) / sizeof(endpoints[0]); i++) {
+        if (!path_matches(endpoints[i].path, req->path_normalized))
+            continue;
+        size_t used = strlen(allow);
+        snprintf(allow + used, sizeof(allow) - used, "%s%s%s", used != 0 ? ", " : "", endpoints[i].method,
+                 strcmp(endpoints[i].method, "GET") == 0 ? ", HEAD" : "");
+    }
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, h2o_strdup(&req->pool, allow, SIZE_MAX).base,
+                   strlen(allow));
+    send_error(req, 405, "method not allowed");
+}
+
+static void dispatch(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
+{
+    int path_known = 0;
+
+    for (size_t i = 0; i < sizeof(endpoints) / sizeof(endpoints[0]); i++) {
+        if (!path_matches(endpoints[i].path, req->path_normalized))
+            continue;
+        if (method_matches(&endpoints[i], req->method)) {
+            endpoints[i].handler(gw, conf, req);
+            return;
+        }
+        path_known = 1;
+    }
+    if (path_known)
+        send_not_allowed(req);
+    else
+        send_error(req, 404, "no such endpoint");
+}
+
+static int on_req(h2o_handler_t *self, h2o_req_t *req)
+{
+    mg_gateway_t *gw = ((mg_admin_handler_entry_t *)self)->admin->gw;
+    mg_config_t *conf = mg_gateway_conf_acquire(gw);
+
+    if (!authorized(conf, req)) {
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL, H2O_STRLIT("Bearer realm=\"matchgate\""));
+        send_error(req, 401, "a valid Authorization: Bearer token is required");
+    } else {
+        dispatch(gw, conf, req);
+    }
+    mg_config_release(conf);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The thread
+ */
+static void on_accept(h2o_socket_t *listener, const char *err)
+{
+    mg_admin_t *admin = listener->data;
+    h2o_socket_t *sock;
+
+    if (err == NULL && (sock = h2o_evloop_socket_accept(listener)) != NULL)
+        h2o_accept(&admin->accept_ctx, sock);
+}
+
+static void on_stop_message(h2o_multithread_receiver_t *receiver, h2o_linklist_t *messages)
+{
+    mg_admin_t *admin = H2O_STRUCT_FROM_MEMBER(mg_admin_t, stop_receiver, receiver);
+    mg_messages_free(messages);
+    admin->stopping = 1;
+}
+
+/* Like a worker, the thread parks instead of returning: h2o's thread-local free lists must stay
+ * reachable until the process exits. */
+static void *admin_main(void *arg)
+{
+    mg_admin_t *admin = arg;
+
+    h2o_context_init(&admin->ctx, h2o_evloop_create(), &admin->globalconf);
+    admin->queue = h2o_multithread_create_queue(admin->ctx.loop);
+    h2o_multithread_register_receiver(admin->queue, &admin->stop_receiver, on_stop_message);
+    admin->accept_ctx.ctx = &admin->ctx;
+    admin->accept_ctx.hosts = admin->globalconf.hosts;
+    admin->listener = h2o_evloop_socket_create(admin->ctx.loop, admin->fd, H2O_SOCKET_FLAG_DONT_READ);
+    admin->listener->data = admin;
+    h2o_socket_read_start(admin->listener, on_accept);
+    pthread_mutex_lock(&admin->lock);
+    admin->ready = 1; /* the stop receiver exists */
+    pthread_cond_broadcast(&admin->cond);
+    pthread_mutex_unlock(&admin->lock);
+    /* h2o_evloop_run returns -1 on EINTR: keep looping */
+    while (!admin->stopping)
+        h2o_evloop_run(admin->ctx.loop, INT32_MAX);
+    h2o_socket_read_stop(admin->listener);
+    h2o_socket_close(admin->listener);
+    pthread_mutex_lock(&admin->lock);
+    admin->stopped = 1;
+    pthread_cond_broadcast(&admin->cond);
+    for (;;)
+        pthread_cond_wait(&admin->cond, &admin->lock);
+    return NULL;
+}
+
+static int open_socket(const mg_admin_conf_t *conf)
+{
+    int fd = socket(conf->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), on = 1;
+
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (conf->addr.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+    if (bind(fd, (const struct sockaddr *)&conf->addr, conf->addrlen) == 0 && listen(fd, 128) == 0)
+        return fd;
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+}
+
+static void setup_globalconf(mg_admin_t *admin)
+{
+    h2o_config_init(&admin->globalconf);
+    admin->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("matchgate"));
+    admin->globalconf.max_request_entity_size = ADMIN_MAX_BODY;
+    admin->globalconf.http1.req_timeout = ADMIN_IDLE_TIMEOUT_MS;
+    admin->globalconf.http1.upgrade_to_http2 = 0; /* HTTP/1.1 only */
+    h2o_hostconf_t *host = h2o_config_register_host(&admin->globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+    h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
+    mg_admin_handler_entry_t *h = (mg_admin_handler_entry_t *)h2o_create_handler(path, sizeof(*h));
+    h->super.on_req = on_req;
+    h->admin = admin;
+}
+
+int mg_admin_open(mg_gateway_t *gw)
+{
+    const mg_admin_conf_t *conf = &gw->conf->admin;
+    static mg_admin_t admin; /* static: reachable until the process exits, like the parked thread */
+
+    if (conf->address == NULL)
+        return 0;
+    if ((admin.fd = open_socket(conf)) < 0) {
+        fprintf(stderr, "matchgate: cannot listen on admin address %s: %s\n", conf->address, strerror(errno));
+        return -1;
+    }
+    admin.gw = gw;
+    pthread_mutex_init(&admin.lock, NULL);
+    pthread_cond_init(&admin.cond, NULL);
+    setup_globalconf(&admin);
+    gw->admin = &admin;
+    return 0;
+}
+
+void mg_admin_start(mg_gateway_t *gw)
+{
+    mg_admin_t *admin = gw->admin;
+
+    if (admin == NULL)
+        return;
+    pthread_mutex_lock(&admin->lock);
+    pthread_create(&admin->thread, NULL, admin_main, admin);
+    while (!admin->ready)
+        pthread_cond_wait(&admin->cond, &admin->lock);
+    pthread_mutex_unlock(&admin->lock);
+}
+
+void mg_admin_stop(mg_gateway_t *gw)
+{
+    mg_admin_t *admin = gw->admin;
+    struct timespec deadline;
+
+    if (admin == NULL)
+        return;
+    h2o_multithread_send_message(&admin->stop_receiver, calloc(1, sizeof(h2o_multithread_message_t)));
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += ADMIN_STOP_WAIT_S;
+    pthread_mutex_lock(&admin->lock);
+    while (!admin->stopped && pthread_cond_timedwait(&admin->cond, &admin->lock, &deadline) == 0)
+        ;
+    pthread_mutex_unlock(&admin->lock);
+}
