@@ -80,6 +80,7 @@ size_t mg_access_format(const mg_access_entry_t *e, char *buf, size_t size)
     put_field(&o, "path", e->path, 1024);
     put_fmt(&o, ",\"status\":%d,\"bytes\":%llu,\"duration_ms\":%.3f", e->status, (unsigned long long)e->bytes, e->duration_ms);
     put_field(&o, "route", e->route, 128);
+    put_field(&o, "tenant", e->tenant, 128);
     put_field(&o, "server", e->server, 256);
     put_field(&o, "request_id", e->request_id, 128);
     put_raw(&o, "}\n", 2);

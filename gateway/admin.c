@@ -59,6 +59,7 @@ static const mg_admin_endpoint_t endpoints[] = {
     {"GET", "/healthz", admin_healthz},
     {"GET", "/metrics", mg_admin_metrics},
     {"POST", "/reload", admin_reload},
+    {"GET", "/tenants", mg_admin_tenants},
 };
 
 /* ---------------------------------------------------------------------------------------

@@ -178,6 +178,7 @@ static void start_response(mg_forward_t *f)
         req->res.content_length = 0;
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-request-id"), 0, NULL, f->r->request_id.base,
                           f->r->request_id.len);
+    mg_limits_add_headers(f->r, req);
     f->r->status = f->status;
     f->started = 1;
     /* from here on h2o writes to the client and reports a departure itself */

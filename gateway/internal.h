@@ -10,6 +10,7 @@
 #include <h2o.h>
 #include <jansson.h>
 #include "gateway/gateway.h"
+#include "throttle/throttle.h"
 
 /* ---------------------------------------------------------------------------------------
  * Header rules (headers.c): pure functions, unit-tested.
@@ -51,7 +52,7 @@ int mg_method_is_write(mg_str_t method);
  */
 typedef struct mg_access_entry {
     struct timeval when;
-    mg_str_t peer, method, path, route, server, request_id;
+    mg_str_t peer, method, path, route, tenant, server, request_id;
     int status;
     uint64_t bytes;
     double duration_ms;
@@ -180,6 +181,16 @@ static inline void mg_messages_free(h2o_linklist_t *messages)
     }
 }
 
+/* One slot of a worker's per-connection rate table. */
+typedef struct mg_conn_rate {
+    uint64_t conn_id;
+    uint64_t second; /* the window: h2o_now() / 1000 */
+    uint32_t count;
+    int closed; /* counted once in connections_rate_limited */
+} mg_conn_rate_t;
+
+#define MG_CONN_RATE_SLOTS 1024
+
 typedef struct mg_worker {
     unsigned id;
     pthread_t thread;
@@ -197,6 +208,8 @@ typedef struct mg_worker {
     mg_worker_stats_t stats;
     h2o_linklist_t flush_list; /* forwards with body bytes waiting to be sent to the client */
     mg_timers_t timers;
+    mg_timer_t evict_timer; /* worker 0: forgets idle throttle keys once a second */
+    mg_conn_rate_t conn_rates[MG_CONN_RATE_SLOTS];
     int stopping;
     uint64_t rng[2]; /* request id generator state */
 } mg_worker_t;
@@ -219,7 +232,8 @@ struct mg_gateway {
     h2o_pathconf_t *pathconf;
     SSL_CTX **ssl_ctxs; /* one per listener, NULL for plain */
     mg_worker_t *workers;
-    mg_admin_t *admin; /* NULL without admin.address */
+    mg_admin_t *admin;       /* NULL without admin.address */
+    mg_throttle_t *throttle; /* every quota's state; outlives configurations (reloads) */
 };
 
 /* One accepted request, from on_req until h2o disposes it (allocated in the request's pool). */
@@ -228,6 +242,7 @@ typedef struct mg_request {
     mg_worker_t *worker;
     mg_config_t *conf; /* the worker's current one when the request started: held until disposed */
     const mg_route_t *route;
+    mg_str_t tenant;                                      /* empty: unidentified */
     mg_str_t method, path, query, host, peer, request_id; /* as received (the access log shows these) */
     /* What forward sends, after the route's actions: method, normalized path, query, and the
      * Host from forward.host (empty: the client's). */
@@ -238,13 +253,39 @@ typedef struct mg_request {
     uint64_t bytes_sent;        /* body bytes, for the access log */
     const char *server;         /* backend server url chosen last, or NULL */
     struct mg_forward *forward; /* non-NULL while forwarding */
+    mg_decision_t limit;        /* the quota decision shown in RateLimit-* (has_limit) */
+    int has_limit;
 } mg_request_t;
 
 /* Sends a gateway-made response: status, X-Matchgate-Error: code, a short text/plain body naming
  * the reason and the route. Final: the request must not be touched afterwards (proxy.c). */
 void mg_request_send_error(mg_request_t *r, int status, const char *code, const char *reason);
+/* Same, keeping the response headers already added (Retry-After). */
+void mg_request_send_error_keep(mg_request_t *r, int status, const char *code, const char *reason);
 /* Writes the access log line for `r` once (later calls do nothing). */
 void mg_request_log(mg_request_t *r);
+
+/* ---------------------------------------------------------------------------------------
+ * Limits at request time (limits.c). The checks return 0 to go on, or -1 after sending the
+ * request its 429 (the request must not be touched afterwards).
+ */
+
+/* The tenant's quota (tenants.quotas / default_quota), when the request has a tenant. */
+int mg_limits_check_tenant(mg_request_t *r, const mg_ctx_t *ctx);
+/* The `quota:` of the chosen route and of its ancestors, root first. */
+int mg_limits_check_routes(mg_request_t *r, const mg_ctx_t *ctx);
+/* limits.max_requests_per_connection_per_second: beyond it the request gets a 429 and the
+ * connection is closed (after this response for HTTP/1, at once for HTTP/2). */
+int mg_limits_check_connection(mg_request_t *r);
+/* RateLimit-Limit/-Remaining/-Reset of the request's quota decision, replacing the backend's;
+ * nothing when no quota applied. */
+void mg_limits_add_headers(mg_request_t *r, h2o_req_t *req);
+
+/* Splits a throttle key made here: returns 't' (a tenant's: `name` is the tenant), 'r' (a
+ * route's: `route` and the expanded key `name`), or 0 for a key of another kind. */
+int mg_limits_parse_key(const char *key, size_t len, mg_str_t *route, mg_str_t *name);
+/* After a reload: moves every key of the throttle to the quota `conf` gives it. */
+void mg_limits_requota(mg_throttle_t *t, const mg_config_t *conf);
 
 /* Starts forwarding `r` to the route's backend (forward.c). Always ends with a response. */
 void mg_forward_start(mg_request_t *r);
@@ -321,5 +362,7 @@ void mg_admin_send(h2o_req_t *req, int status, const char *content_type, const c
 void mg_admin_send_json(h2o_req_t *req, int status, json_t *body);
 /* GET /metrics: Prometheus text format 0.0.4 (admin_metrics.c). */
 void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+/* GET /tenants: every configured tenant and every key of the throttle (admin_tenants.c). */
+void mg_admin_tenants(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 
 #endif

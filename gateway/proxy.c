@@ -73,6 +73,7 @@ void mg_request_log(mg_request_t *r)
     if (r->server != NULL)
         e.server = mg_str(r->server, strlen(r->server));
     e.request_id = r->request_id;
+    e.tenant = r->tenant;
     e.duration_ms = (double)(now_us() - r->started_at) / 1000.0;
     mg_access_write(r->conf->access_log_fd, &e);
 }
@@ -90,6 +91,7 @@ static void send_inline(mg_request_t *r, int status, const char *reason, const c
     req->res.reason = reason;
     req->res.content_length = len;
     add_header(req, H2O_STRLIT("x-request-id"), r->request_id.base, r->request_id.len);
+    mg_limits_add_headers(r, req);
     r->status = status;
     r->bytes_sent = len;
     r->req = NULL;
@@ -99,11 +101,16 @@ static void send_inline(mg_request_t *r, int status, const char *reason, const c
 
 void mg_request_send_error(mg_request_t *r, int status, const char *code, const char *reason)
 {
+    /* a backend head may have been copied in before the backend failed: none of it applies */
+    r->req->res.headers = (h2o_headers_t){NULL, 0, 0};
+    mg_request_send_error_keep(r, status, code, reason);
+}
+
+void mg_request_send_error_keep(mg_request_t *r, int status, const char *code, const char *reason)
+{
     h2o_req_t *req = r->req;
     const char *route = r->route != NULL ? r->route->name : "-";
     char *body = h2o_mem_alloc_pool(&req->pool, 256 + strlen(route));
-    /* a backend head may have been copied in before the backend failed: none of it applies */
-    req->res.headers = (h2o_headers_t){NULL, 0, 0};
     int len = snprintf(body, 256 + strlen(route), "%d %s: %s (route %s)\n", status, reason_phrase(status), reason, route);
     add_header(req, H2O_STRLIT("x-matchgate-error"), code, strlen(code));
     add_header(req, H2O_STRLIT("content-type"), H2O_STRLIT("text/plain; charset=utf-8"));
@@ -301,26 +308,50 @@ static void dispatch(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_result
     mg_forward_start(r);
 }
 
+/* What every request must pass before routing: size limits, a path, a Host, the tenant rules. */
+static int admit(mg_request_t *r, mg_ctx_t *ctx)
+{
+    h2o_req_t *req = r->req;
+    const mg_config_t *conf = r->conf;
+    int identified;
+
+    if (req->entity.len > conf->limits.max_request_body) {
+        mg_request_send_error(r, 413, "body-too-large", "request body exceeds limits.max_request_body");
+    } else if (header_bytes(req) > conf->limits.max_header_size) {
+        mg_request_send_error(r, 431, "headers-too-large", "request headers exceed limits.max_header_size");
+    } else if (build_context(r, ctx) != 0) {
+        mg_request_send_error(r, 400, "bad-request", "invalid request path");
+    } else if (r->host.len == 0 && req->version == 0x101) {
+        mg_request_send_error(r, 400, "bad-request", "HTTP/1.1 request without Host");
+    } else if ((identified = mg_tenants_identify(&conf->tenants, ctx)) < 0) {
+        mg_request_send_error(r, 400, "bad-request", "invalid tenant name");
+    } else if (identified == 0 && conf->tenants.reject_unidentified) {
+        mg_request_send_error(r, 401, "unidentified", "the request names no tenant");
+    } else {
+        r->tenant = ctx->tenant;
+        return 0;
+    }
+    return -1;
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     mg_request_t *r = request_new(mg_worker_of(req->conn->ctx), req);
     mg_ctx_t ctx;
     mg_route_result_t res;
-    if (req->entity.len > r->conf->limits.max_request_body) {
-        mg_request_send_error(r, 413, "body-too-large", "request body exceeds limits.max_request_body");
-    } else if (header_bytes(req) > r->conf->limits.max_header_size) {
-        mg_request_send_error(r, 431, "headers-too-large", "request headers exceed limits.max_header_size");
-    } else if (build_context(r, &ctx) != 0) {
-        mg_request_send_error(r, 400, "bad-request", "invalid request path");
-    } else if (r->host.len == 0 && req->version == 0x101) {
-        mg_request_send_error(r, 400, "bad-request", "HTTP/1.1 request without Host");
-    } else if ((r->route = mg_routes_match(r->conf->routes, &ctx)) == NULL) {
+
+    /* the throttle comes before the route tree and the backend: a rejected request costs
+     * neither */
+    if (mg_limits_check_connection(r) != 0 || admit(r, &ctx) != 0 || mg_limits_check_tenant(r, &ctx) != 0)
+        return 0;
+    if ((r->route = mg_routes_match(r->conf->routes, &ctx)) == NULL)
         mg_request_send_error(r, 404, "no-route", "no route matches the request");
-    } else if (mg_route_apply(r->route, &ctx, &res) != 0) {
+    else if (mg_limits_check_routes(r, &ctx) != 0)
+        return 0;
+    else if (mg_route_apply(r->route, &ctx, &res) != 0)
         mg_request_send_error(r, 400, "bad-request", res.error);
-    } else {
+    else
         dispatch(r, &ctx, &res);
-    }
     return 0;
 }
 

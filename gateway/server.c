@@ -22,6 +22,7 @@
 
 #define LISTEN_BACKLOG 1024
 #define ACCEPTS_PER_WAKEUP 16
+#define EVICT_INTERVAL_MS 1000
 
 /* Static so that what is still referenced at exit stays reachable (no false leak reports). */
 static mg_gateway_t gateway;
@@ -37,6 +38,15 @@ static void on_accept(h2o_socket_t *listener, const char *err)
             return;
         h2o_accept(actx, sock);
     }
+}
+
+/* Worker 0 forgets idle throttle keys: any thread may, one is enough, and a worker's timer
+ * costs no thread of its own. */
+static void on_evict_timer(mg_timer_t *timer)
+{
+    mg_worker_t *w = H2O_STRUCT_FROM_MEMBER(mg_worker_t, evict_timer, timer);
+    mg_throttle_evict(w->gw->throttle, mg_throttle_now());
+    mg_timer_set(timer, EVICT_INTERVAL_MS);
 }
 
 static void close_listeners(mg_worker_t *w)
@@ -58,6 +68,7 @@ static void on_stop_message(h2o_multithread_receiver_t *receiver, h2o_linklist_t
     if (w->stopping)
         return;
     w->stopping = 1;
+    mg_timer_cancel(&w->evict_timer);
     close_listeners(w);
     /* HTTP/1 connections close after their current response, HTTP/2 ones get GOAWAY */
     h2o_context_request_shutdown(&w->ctx);
@@ -70,6 +81,9 @@ static void worker_init(mg_worker_t *w)
     h2o_linklist_init_anchor(&w->flush_list);
     mg_timers_init(&w->timers, loop);
     w->upstream = mg_upstream_create(loop, &w->timers, &mg_forward_upstream_callbacks, w);
+    mg_timer_init(&w->evict_timer, &w->timers, on_evict_timer);
+    if (w->id == 0)
+        mg_timer_set(&w->evict_timer, EVICT_INTERVAL_MS);
     w->accept_ctxs = calloc(num_listeners, sizeof(*w->accept_ctxs));
     w->listeners = calloc(num_listeners, sizeof(*w->listeners));
     for (size_t i = 0; i < num_listeners; i++) {
@@ -279,7 +293,9 @@ static int wait_workers(mg_gateway_t *gw, unsigned *counter, uint64_t timeout_ms
  */
 static void on_config_swapped(mg_gateway_t *gw, mg_config_t *old, mg_config_t *new)
 {
-    /* the throttle is requota'd here (tenant quotas of `new`; its state survives the reload) */
+    /* every key at once onto the quotas of `new`, so that /tenants and eviction see them now;
+     * a request on `new` meeting a key first would migrate it anyway (throttle.h) */
+    mg_limits_requota(gw->throttle, new);
 }
 
 static void log_reload(mg_gateway_t *gw, const mg_errors_t *errs, int ok)
@@ -334,6 +350,10 @@ static int gateway_init(mg_gateway_t *gw, mg_config_t *conf)
     gw->num_workers = conf->workers;
     gw->num_listeners = conf->num_listeners;
     gw->workers = calloc(conf->workers, sizeof(*gw->workers));
+    if ((gw->throttle = mg_throttle_new()) == NULL) {
+        fprintf(stderr, "matchgate: out of memory\n");
+        return -1;
+    }
     setup_globalconf(gw);
     if (open_access_log(conf) != 0 || setup_listeners(gw) != 0 || mg_admin_open(gw) != 0)
         return -1;

@@ -12,7 +12,7 @@ from support import (DEMO_BACKEND, REPO, free_port, gateway_config, pattern_chun
                      run_matchgate, to_yaml, wait_until)
 
 API = {"name": "api", "match": {"path": {"prefix": "/api"}}, "forward": "b"}
-ACCESS_LOG_KEYS = {"time", "peer", "method", "path", "status", "bytes", "duration_ms", "route", "server", "request_id"}
+ACCESS_LOG_KEYS = {"time", "peer", "method", "path", "status", "bytes", "duration_ms", "route", "tenant", "server", "request_id"}
 
 
 def test_version_and_help(matchgate_bin):

@@ -1,0 +1,247 @@
+/*
+ * Limits at request time, between h2o and the throttle: tenant and route quotas (429 with
+ * Retry-After and RateLimit-*), the RateLimit-* headers of admitted responses, and the
+ * per-connection request-rate cap.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include "gateway/internal.h"
+
+static uint64_t whole_seconds(uint64_t us)
+{
+    return (us + 999999) / 1000000;
+}
+
+static void add_number(h2o_req_t *req, const char *name, size_t len, uint64_t value)
+{
+    char *buf = h2o_mem_alloc_pool(&req->pool, 24);
+    int n = snprintf(buf, 24, "%llu", (unsigned long long)value);
+    h2o_add_header_by_str(&req->pool, &req->res.headers, name, len, 0, NULL, buf, (size_t)n);
+}
+
+void mg_limits_add_headers(mg_request_t *r, h2o_req_t *req)
+{
+    static const h2o_iovec_t names[] = {
+        {H2O_STRLIT("ratelimit-limit")}, {H2O_STRLIT("ratelimit-remaining")}, {H2O_STRLIT("ratelimit-reset")}};
+    if (!r->has_limit)
+        return;
+    /* ours describe the gateway's quota: a backend's own would contradict them */
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        ssize_t at;
+        while ((at = h2o_find_header_by_str(&req->res.headers, names[i].base, names[i].len, -1)) >= 0)
+            h2o_delete_header(&req->res.headers, at);
+    }
+    add_number(req, H2O_STRLIT("ratelimit-limit"), r->limit.limit);
+    add_number(req, H2O_STRLIT("ratelimit-remaining"), r->limit.remaining);
+    add_number(req, H2O_STRLIT("ratelimit-reset"), whole_seconds(r->limit.reset_us));
+}
+
+/* Keeps the decision a client most needs to see: the one leaving it the fewest requests. */
+static void keep_decision(mg_request_t *r, const mg_decision_t *d)
+{
+    if (!r->has_limit || !d->admitted || d->remaining < r->limit.remaining) {
+        r->limit = *d;
+        r->has_limit = 1;
+    }
+}
+
+/* 429 with Retry-After; the RateLimit-* headers come with every response (proxy.c). */
+static void send_throttled(mg_request_t *r, const char *what)
+{
+    uint64_t seconds = whole_seconds(r->limit.retry_after_us);
+    add_number(r->req, H2O_STRLIT("retry-after"), seconds != 0 ? seconds : 1);
+    mg_request_send_error_keep(r, 429, "throttled", what);
+}
+
+/* One decision for `key`; -1 (429 sent) when rejected. Out of memory admits: the throttle must
+ * not turn a gateway short of memory into one refusing everything. */
+static int decide(mg_request_t *r, h2o_iovec_t key, mg_quota_t quota, const char *what)
+{
+    mg_worker_t *w = r->worker;
+    mg_decision_t d;
+    int rc = mg_throttle_acquire(w->gw->throttle, key.base, key.len, quota, r->conf->generation, mg_throttle_now(), &d);
+    if (rc < 0)
+        return 0;
+    keep_decision(r, &d);
+    if (rc == 1) {
+        mg_stat_inc(&w->stats.throttle_admitted);
+        return 0;
+    }
+    mg_stat_inc(&w->stats.throttle_rejected);
+    send_throttled(r, what);
+    return -1;
+}
+
+static h2o_iovec_t make_key(h2o_mem_pool_t *pool, const char *prefix, mg_str_t a, mg_str_t b)
+{
+    size_t plen = strlen(prefix);
+    h2o_iovec_t key = h2o_iovec_init(h2o_mem_alloc_pool(pool, plen + a.len + 1 + b.len), plen + a.len + 1 + b.len);
+    memcpy(key.base, prefix, plen);
+    memcpy(key.base + plen, a.base, a.len);
+    key.base[plen + a.len] = '\0'; /* a route name cannot hold NUL: (route, key) pairs stay distinct */
+    memcpy(key.base + plen + a.len + 1, b.base, b.len);
+    return key;
+}
+
+int mg_limits_check_tenant(mg_request_t *r, const mg_ctx_t *ctx)
+{
+    const mg_quota_t *quota = mg_tenants_quota(&r->conf->tenants, ctx->tenant);
+    if (quota == NULL || ctx->tenant.len == 0)
+        return 0;
+    return decide(r, make_key(&r->req->pool, "t", mg_str("", 0), ctx->tenant), *quota, "tenant quota exceeded");
+}
+
+/* The quota key of one route: its template, else the tenant. Empty: not counted (nginx's rule
+ * for limit_req keys); `key: all` or any literal makes one bucket for the whole route. */
+static int route_key(const mg_route_t *route, const mg_ctx_t *ctx, mg_str_t *key)
+{
+    if (route->quota.key == NULL) {
+        *key = ctx->tenant;
+        return 0;
+    }
+    return mg_template_expand(route->quota.key, ctx, key);
+}
+
+int mg_limits_check_routes(mg_request_t *r, const mg_ctx_t *ctx)
+{
+    const mg_route_t *path[64];
+    size_t depth = 0;
+    /* root first, like actions: a branch's quota covers every route below it */
+    for (const mg_route_t *p = r->route; p != NULL && depth < 64; p = p->parent)
+        path[depth++] = p;
+    while (depth-- > 0) {
+        const mg_route_t *route = path[depth];
+        mg_str_t key;
+        if (route->quota.limit.requests == 0 || route_key(route, ctx, &key) != 0 || key.len == 0)
+            continue;
+        h2o_iovec_t k = make_key(&r->req->pool, "r", mg_str(route->name, strlen(route->name)), key);
+        if (decide(r, k, route->quota.limit, "route quota exceeded") != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Per-connection request rate: a fixed one-second window per connection, in a direct-mapped
+ * table per worker (bounded memory; two connections sharing a slot reset each other's count,
+ * which can only make the cap more lenient).
+ */
+int mg_limits_check_connection(mg_request_t *r)
+{
+    h2o_req_t *req = r->req;
+    unsigned cap = r->conf->limits.max_requests_per_connection_per_second;
+    mg_conn_rate_t *slot = &r->worker->conn_rates[req->conn->id % MG_CONN_RATE_SLOTS];
+    uint64_t second = h2o_now(req->conn->ctx->loop) / 1000;
+
+    if (cap == 0)
+        return 0;
+    if (slot->conn_id != req->conn->id || slot->second != second) {
+        if (slot->conn_id != req->conn->id)
+            slot->closed = 0;
+        *slot = (mg_conn_rate_t){.conn_id = req->conn->id, .second = second, .closed = slot->closed};
+    }
+    if (++slot->count <= cap)
+        return 0;
+    if (!slot->closed) {
+        slot->closed = 1;
+        mg_stat_inc(&r->worker->stats.connections_rate_limited);
+    }
+    /* HTTP/1: this response is the connection's last. HTTP/2: the whole connection goes, the
+     * answer to a rapid-reset flood (h2o 2.2.5 has no mitigation of its own). */
+    h2o_socket_t *sock = req->version >= 0x200 ? req->conn->callbacks->get_socket(req->conn) : NULL;
+    req->http1_is_persistent = 0;
+    mg_request_send_error(r, 429, "connection-rate-limited", "limits.max_requests_per_connection_per_second exceeded");
+    if (sock != NULL)
+        shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Throttle keys: "t\0<tenant>" for tenant quotas, "r<route>\0<key>" for route quotas.
+ */
+int mg_limits_parse_key(const char *key, size_t len, mg_str_t *route, mg_str_t *name)
+{
+    const char *nul = len > 1 ? memchr(key + 1, '\0', len - 1) : NULL;
+    if (nul == NULL || (key[0] != 't' && key[0] != 'r'))
+        return 0;
+    *route = mg_str(key + 1, (size_t)(nul - key - 1));
+    *name = mg_str(nul + 1, len - (size_t)(nul + 1 - key));
+    return key[0];
+}
+
+/* Routes with a quota, sorted by name, so that requota finds a key's route by bsearch. */
+typedef struct quota_routes {
+    const mg_route_t **routes;
+    size_t size, cap;
+} quota_routes_t;
+
+static void collect_routes(quota_routes_t *qr, mg_route_t *const *routes, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const mg_route_t *route = routes[i];
+        if (route->quota.limit.requests != 0) {
+            if (qr->size == qr->cap) {
+                size_t cap = qr->cap != 0 ? qr->cap * 2 : 16;
+                const mg_route_t **grown = realloc(qr->routes, cap * sizeof(*grown));
+                if (grown == NULL)
+                    continue; /* that route's keys keep their quota until first used */
+                qr->routes = grown;
+                qr->cap = cap;
+            }
+            qr->routes[qr->size++] = route;
+        }
+        collect_routes(qr, route->children, route->num_children);
+    }
+}
+
+static int compare_routes(const void *a, const void *b)
+{
+    return strcmp((*(const mg_route_t *const *)a)->name, (*(const mg_route_t *const *)b)->name);
+}
+
+static int compare_route_name(const void *key, const void *item)
+{
+    const mg_str_t *name = key;
+    const char *route = (*(const mg_route_t *const *)item)->name;
+    int c = strncmp(name->base, route, name->len);
+    return c != 0 ? c : route[name->len] == '\0' ? 0 : -1;
+}
+
+typedef struct requota_arg {
+    const mg_config_t *conf;
+    quota_routes_t routes;
+} requota_arg_t;
+
+static int quota_of(void *arg, const char *key, size_t len, mg_quota_t *quota)
+{
+    requota_arg_t *a = arg;
+    mg_str_t route, name;
+    const mg_quota_t *q = NULL;
+    const mg_route_t **found;
+
+    switch (mg_limits_parse_key(key, len, &route, &name)) {
+    case 't':
+        q = mg_tenants_quota(&a->conf->tenants, name);
+        break;
+    case 'r':
+        found = a->routes.size != 0 ? bsearch(&route, a->routes.routes, a->routes.size, sizeof(*found), compare_route_name) : NULL;
+        q = found != NULL ? &(*found)->quota.limit : NULL;
+        break;
+    }
+    if (q == NULL)
+        return 0; /* no quota any more: the key keeps its own until it is evicted */
+    *quota = *q;
+    return 1;
+}
+
+void mg_limits_requota(mg_throttle_t *t, const mg_config_t *conf)
+{
+    requota_arg_t arg = {.conf = conf};
+    collect_routes(&arg.routes, conf->routes->routes, conf->routes->size);
+    if (arg.routes.size > 1)
+        qsort(arg.routes.routes, arg.routes.size, sizeof(*arg.routes.routes), compare_routes);
+    mg_throttle_requota(t, quota_of, &arg, conf->generation, mg_throttle_now());
+    free(arg.routes.routes);
+}
