@@ -63,9 +63,17 @@ struct mg_throttle {
     uint64_t seed[2];
 };
 
+/* One stripe of a contended key's rejection count, on a cache line of its own. */
+typedef struct stripe {
+    _Alignas(64) _Atomic uint64_t n;
+} stripe_t;
+
+#define STRIPES 8
+
 typedef struct entry {
     /* written by rejections: its own cache line, away from what lookups read */
     _Alignas(64) _Atomic uint64_t rejected;
+    _Atomic(stripe_t *) stripes; /* made once rejections of this key collide */
     struct rcu_head rcu;
     _Alignas(64) struct cds_lfht_node node;
     _Atomic uintptr_t limiter; /* mg_limiter_t *, | ENTRY_DEAD once evicted */
@@ -149,7 +157,55 @@ static void limiter_free_rcu(struct rcu_head *head)
 static void entry_free(entry_t *e)
 {
     mg_limiter_free(entry_limiter(atomic_load(&e->limiter)));
+    free(atomic_load(&e->stripes));
     free(e);
+}
+
+/*
+ * Counting rejections: a flood of one key's requests is rejected by every thread at once,
+ * and one shared counter would then be the only cache line they all write (the rejection
+ * itself only reads). So the count is striped once two threads collide on it (as Java's
+ * LongAdder does): each thread then adds to its own stripe.
+ */
+static unsigned thread_stripe(void)
+{
+    static _Atomic unsigned next;
+    static __thread unsigned stripe;
+    if (stripe == 0)
+        stripe = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) % STRIPES + 1;
+    return stripe - 1;
+}
+
+static void entry_count_rejection(entry_t *e)
+{
+    stripe_t *stripes = atomic_load_explicit(&e->stripes, memory_order_acquire);
+    if (stripes == NULL) {
+        uint64_t n = atomic_load_explicit(&e->rejected, memory_order_relaxed);
+        if (atomic_compare_exchange_strong_explicit(&e->rejected, &n, n + 1, memory_order_relaxed, memory_order_relaxed))
+            return;
+        stripe_t *mine = aligned_alloc(64, STRIPES * sizeof(*mine)), *none = NULL;
+        if (mine == NULL) {
+            entry_count_rejection(e);
+            return;
+        }
+        for (int i = 0; i < STRIPES; i++)
+            atomic_init(&mine[i].n, 0);
+        stripes = mine;
+        if (!atomic_compare_exchange_strong(&e->stripes, &none, mine)) {
+            free(mine); /* another thread striped it first */
+            stripes = none;
+        }
+    }
+    atomic_fetch_add_explicit(&stripes[thread_stripe()].n, 1, memory_order_relaxed);
+}
+
+static uint64_t entry_rejected(entry_t *e)
+{
+    stripe_t *stripes = atomic_load_explicit(&e->stripes, memory_order_acquire);
+    uint64_t n = atomic_load_explicit(&e->rejected, memory_order_relaxed);
+    for (int i = 0; stripes != NULL && i < STRIPES; i++)
+        n += atomic_load_explicit(&stripes[i].n, memory_order_relaxed);
+    return n;
 }
 
 static void entry_free_rcu(struct rcu_head *head)
@@ -261,7 +317,7 @@ static int entry_decide(mg_throttle_t *t, entry_t *e, mg_quota_t quota, uint64_t
             continue;
         }
         if (r == 0)
-            atomic_fetch_add_explicit(&e->rejected, 1, memory_order_relaxed);
+            entry_count_rejection(e);
         return r;
     }
 }
@@ -277,6 +333,7 @@ static entry_t *entry_insert(mg_throttle_t *t, const lookup_key_t *k, uint64_t h
     }
     atomic_init(&l->gen, gen);
     atomic_init(&e->rejected, 0);
+    atomic_init(&e->stripes, NULL);
     cds_lfht_node_init(&e->node);
     e->len = k->len;
     memcpy(e->key, k->key, k->len);
@@ -385,7 +442,7 @@ void mg_throttle_foreach(mg_throttle_t *t, uint64_t now_us, void (*cb)(void *arg
             .quota = mg_limiter_quota(l),
             .used = mg_limiter_used(l, now_us),
             .admitted = mg__limiter_admitted(l),
-            .rejected = atomic_load_explicit(&e->rejected, memory_order_relaxed),
+            .rejected = entry_rejected(e),
         };
         cb(arg, &s);
     }

@@ -100,7 +100,8 @@ typedef struct mg_throttle_stat {
     uint64_t rejected;
 } mg_throttle_stat_t;
 
-/* Calls `cb` for every key, in no particular order (concurrent decisions continue). */
+/* Calls `cb` for every key, in no particular order (concurrent decisions continue). `cb` runs
+ * inside the table's read-side section: it may decide, but must not call mg_throttle_free. */
 void mg_throttle_foreach(mg_throttle_t *t, uint64_t now_us, void (*cb)(void *arg, const mg_throttle_stat_t *s), void *arg);
 /* Number of keys in the table (approximate while others insert or evict). */
 size_t mg_throttle_count(mg_throttle_t *t);

@@ -376,6 +376,33 @@ Test(table, concurrent_inserts_and_evictions_lose_nothing, .timeout = 60)
     expect_admitted_per_key(w, (int)qc.requests);
 }
 
+/* Threads rejected on one key at once: every rejection is counted, striped or not. */
+static void *reject_run(void *arg)
+{
+    for (int i = 0; i < 20000; i++)
+        if (mg_throttle_acquire(table, "flood", 5, (mg_quota_t){1, 1000}, 1, 1000, NULL) != 0)
+            (*(int *)arg)++;
+    return NULL;
+}
+
+Test(table, concurrent_rejections_are_all_counted, .timeout = 60)
+{
+    fill("flood", (mg_quota_t){1, 1000}, 1, 1000, 1);
+    pthread_t th[THREADS];
+    int admitted[THREADS] = {0};
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&th[i], NULL, reject_run, &admitted[i]);
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(admitted[i], 0);
+    }
+    listing_t l = {0};
+    mg_throttle_foreach(table, 1000, collect, &l);
+    cr_assert_eq(l.n, 1);
+    cr_expect_eq(l.stat[0].rejected, 1 + THREADS * 20000);
+    cr_expect_eq(l.stat[0].admitted, 1);
+}
+
 /* Random traces over a few keys with quota changes and evictions, against per-key models
  * that follow the table's rules (generations, eviction after the whole window). The clock
  * only moves forward here, so the eviction horizon never applies. */
