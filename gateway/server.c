@@ -355,7 +355,8 @@ static int gateway_init(mg_gateway_t *gw, mg_config_t *conf)
         return -1;
     }
     setup_globalconf(gw);
-    if (open_access_log(conf) != 0 || setup_listeners(gw) != 0 || mg_admin_open(gw) != 0)
+    /* the admin socket first: once the data listeners accept, so does the admin address */
+    if (open_access_log(conf) != 0 || mg_admin_open(gw) != 0 || setup_listeners(gw) != 0)
         return -1;
     return 0;
 }

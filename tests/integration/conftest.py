@@ -9,7 +9,8 @@ import os
 import pytest
 
 from rawhttp import RawBackend
-from support import BUILD, MATCHGATE, Backend, Gateway, check_no_sanitizer_report, to_yaml
+from support import (BUILD, MATCHGATE, START_TIMEOUT, Backend, Gateway, check_no_sanitizer_report, port_accepts, to_yaml,
+                     wait_until)
 
 
 @pytest.fixture
@@ -67,6 +68,8 @@ def start_gateway(tmp_path, matchgate_bin):
             gw.admin_port = int(config["admin"]["address"].rsplit(":", 1)[1])
         started.append(gw)
         gw.wait_ready()
+        if gw.admin_port:
+            assert wait_until(lambda: port_accepts(gw.admin_port), START_TIMEOUT), "the admin address does not accept"
         return gw
 
     yield start
