@@ -242,9 +242,10 @@ def test_connection_request_rate_cap_closes_http2_flood(start_gateway, backend):
     m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored", out)
     assert m, out
     succeeded = int(m.group(4))
-    # the connection was closed once it passed the cap: nowhere near the 400 it asked for
-    assert succeeded <= 20, out
-    assert len(backend.requests) <= 20
+    # the connection was closed once it passed the cap: nowhere near the 400 it asked for (at
+    # most two fixed windows' worth, when the flood straddles a second boundary)
+    assert succeeded <= 40, out
+    assert len(backend.requests) <= 40
     assert get(gw)[0] == 200
 
 
