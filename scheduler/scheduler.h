@@ -137,7 +137,7 @@ typedef struct mg_sched_config {
     uint32_t high_burst;       /* grants in a row to high work while normal work waits; 0 = default */
 } mg_sched_config_t;
 
-#define MG_SCHED_DEFAULT_QUANTUM 16
+#define MG_SCHED_DEFAULT_QUANTUM 10
 #define MG_SCHED_DEFAULT_HIGH_BURST 8
 #define MG_SCHED_MAX_QUANTUM 1000
 #define MG_SCHED_MAX_HIGH_BURST 1000
@@ -215,8 +215,9 @@ int mg_sched_cancel(mg_sched_t *s, mg_sched_task_t *task);
  * until its state is freed, which happens once nothing of it runs or waits. Then, if `done`
  * is not NULL, `done` (a task used as a notice: its run and owner fields) is posted with
  * MG_SCHED_DRAINED. Returns 0 when the key has no state (nothing to drain; `done` is not
- * used), 1 when draining (done will come), -1 when the key is already being drained and
- * `done` is not NULL (the mode still applies: CANCEL cancels what waits). */
+ * used), 1 when draining (done will come, if given), -1 when `done` is not NULL and an earlier
+ * drain of the key already gave one (that one stays; the mode still applies: CANCEL cancels
+ * what waits). */
 int mg_sched_drain(mg_sched_t *s, const char *key, size_t len, mg_sched_drain_mode_t mode, mg_sched_task_t *done);
 
 /* Ends with MG_SCHED_TIMEOUT every task that has waited queue_timeout or longer at `now_us`
