@@ -25,9 +25,9 @@ static int check_queue(const mg__key_t *k, int prio, uint32_t *n, char *why, siz
 {
     for (mg__link_t *l = k->queue[prio].next; l != &k->queue[prio]; l = l->next) {
         const mg_sched_task_t *t = mg__task_of_link(l);
-        if (t->mg__.key != k || t->mg__.node.state != MG__TASK_WAITING || t->mg__.node.priority != prio)
+        if (t->mg__.key != k || mg__task_state(t) != MG__TASK_WAITING || t->mg__.node.priority != prio)
             return fail(why, len, "key %.*s: a queued task with key %p, state %d, priority %d", (int)k->len, k->name, t->mg__.key,
-                        t->mg__.node.state, t->mg__.node.priority);
+                        mg__task_state(t), t->mg__.node.priority);
         ++*n;
     }
     return 0;
@@ -78,7 +78,7 @@ static int check_rings(const mg_sched_t *s, walk_t *w, char *why, size_t len)
                 continue;
             }
             const mg_sched_task_t *t = MG__CONTAINER(node, mg_sched_task_t, mg__.node);
-            if (t->mg__.key || t->mg__.node.state != MG__TASK_WAITING)
+            if (t->mg__.key || mg__task_state(t) != MG__TASK_WAITING)
                 return fail(why, len, "ring %d: a task that is ordered or not waiting", p);
             w->ring_tasks[p]++;
         }
@@ -96,8 +96,8 @@ static int check_fifo(const mg_sched_t *s, char *why, size_t len)
     uint64_t last = 0;
     for (mg__link_t *l = s->fifo.next; l != &s->fifo; l = l->next, n++) {
         const mg_sched_task_t *t = mg__task_of_fifo(l);
-        if (t->mg__.node.state != MG__TASK_WAITING)
-            return fail(why, len, "a task in the deadline list in state %d", t->mg__.node.state);
+        if (mg__task_state(t) != MG__TASK_WAITING)
+            return fail(why, len, "a task in the deadline list in state %d", mg__task_state(t));
         if (t->mg__.submitted_us < last)
             return fail(why, len, "the deadline list is out of order");
         last = t->mg__.submitted_us;

@@ -90,6 +90,19 @@ static inline void mg__link_remove(mg__link_t *l)
     l->prev = l->next = NULL;
 }
 
+/* A task's state is read by mg_sched_cancel (under the lock, on the owner's thread) while
+ * another thread may be completing the task (without the lock): neither sees the other's value
+ * as WAITING, but the accesses are atomic (relaxed: nothing else is published through them). */
+static inline uint8_t mg__task_state(const mg_sched_task_t *t)
+{
+    return __atomic_load_n(&t->mg__.node.state, __ATOMIC_RELAXED);
+}
+
+static inline void mg__task_set_state(mg_sched_task_t *t, uint8_t state)
+{
+    __atomic_store_n(&t->mg__.node.state, state, __ATOMIC_RELAXED);
+}
+
 static inline mg_sched_task_t *mg__task_of_link(mg__link_t *l)
 {
     return MG__CONTAINER(l, mg_sched_task_t, mg__.node.link);

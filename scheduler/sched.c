@@ -42,12 +42,21 @@
  * next entry: high first, but at most `high_burst` grants in a row to the high ring while the
  * normal ring is not empty.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* PTHREAD_MUTEX_ADAPTIVE_NP; the meson build defines it already */
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "scheduler/internal.h"
 
-#ifndef MG__SCHED_HOOK /* tests stop threads at these points */
+/* Tests stop or pause threads at these points: test_wakeup defines MG__SCHED_HOOK, the stress
+ * test names a function in MG__SCHED_HOOK_FN. */
+#ifdef MG__SCHED_HOOK_FN
+void MG__SCHED_HOOK_FN(int point);
+#define MG__SCHED_HOOK(point) MG__SCHED_HOOK_FN(point)
+#endif
+#ifndef MG__SCHED_HOOK
 #define MG__SCHED_HOOK(point) ((void)0)
 #endif
 
@@ -66,7 +75,7 @@ typedef struct outbox {
 
 static void outbox_add(outbox_t *o, mg_sched_task_t *t, mg_sched_status_t status)
 {
-    t->mg__.node.state = MG__TASK_POSTED;
+    mg__task_set_state(t, MG__TASK_POSTED);
     t->mg__.node.status = (uint8_t)status;
     t->exec_next = NULL;
     *o->tail = t;
@@ -193,7 +202,7 @@ static void wait_add(mg_sched_t *s, mg_sched_task_t *t)
     while (at->prev != &s->fifo && mg__task_of_fifo(at->prev)->mg__.submitted_us > t->mg__.submitted_us)
         at = at->prev;
     mg__link_insert_before(at, &t->mg__.fifo);
-    t->mg__.node.state = MG__TASK_WAITING;
+    mg__task_set_state(t, MG__TASK_WAITING);
     s->waiting++;
     s->waiting_high += t->mg__.node.priority == HIGH;
 }
@@ -361,7 +370,7 @@ static mg_sched_result_t submit_ordered(mg_sched_t *s, mg_sched_task_t *t, const
         k->turns = 1;
         t->mg__.key = k;
         t->mg__.node.counted = 1;
-        t->mg__.node.state = MG__TASK_RUNNING;
+        mg__task_set_state(t, MG__TASK_RUNNING);
         mg__keytab_insert(s, k);
         return MG_SCHED_STARTED;
     }
@@ -381,7 +390,7 @@ static mg_sched_result_t submit_unordered_locked(mg_sched_t *s, mg_sched_task_t 
 {
     if (slot_or_register(s)) {
         t->mg__.node.counted = 1;
-        t->mg__.node.state = MG__TASK_RUNNING;
+        mg__task_set_state(t, MG__TASK_RUNNING);
         return MG_SCHED_STARTED;
     }
     if (queue_refuses(s)) {
@@ -399,7 +408,7 @@ static mg_sched_result_t submit_unordered(mg_sched_t *s, mg_sched_task_t *t)
     uint32_t max = atomic_load_explicit(&s->max_in_flight, memory_order_relaxed);
     if (max == 0 || (atomic_load(&s->nready) == 0 && slot_take(s))) {
         t->mg__.node.counted = max != 0;
-        t->mg__.node.state = MG__TASK_RUNNING;
+        mg__task_set_state(t, MG__TASK_RUNNING);
         return MG_SCHED_STARTED;
     }
     pthread_mutex_lock(&s->lock);
@@ -429,9 +438,9 @@ mg_sched_result_t mg_sched_submit(mg_sched_t *s, mg_sched_task_t *t, const char 
 
 int mg_sched_complete(mg_sched_t *s, mg_sched_task_t *t)
 {
-    if (t->mg__.node.state != MG__TASK_RUNNING)
+    if (mg__task_state(t) != MG__TASK_RUNNING)
         return -1;
-    t->mg__.node.state = MG__TASK_DONE;
+    mg__task_set_state(t, MG__TASK_DONE);
     mg__key_t *k = t->mg__.key;
     outbox_t o = OUTBOX_INIT(o);
     if (!k) {
@@ -469,10 +478,10 @@ int mg_sched_cancel(mg_sched_t *s, mg_sched_task_t *t)
 {
     outbox_t o = OUTBOX_INIT(o);
     pthread_mutex_lock(&s->lock);
-    int waiting = t->mg__.node.state == MG__TASK_WAITING;
+    int waiting = mg__task_state(t) == MG__TASK_WAITING;
     if (waiting) {
         withdraw(s, t, &o);
-        t->mg__.node.state = MG__TASK_DONE;
+        mg__task_set_state(t, MG__TASK_DONE);
         s->cancelled++;
     }
     unlock_and_post(s, &o);
@@ -560,7 +569,7 @@ uint64_t mg_sched_next_deadline(mg_sched_t *s)
 void mg_sched_deliver(mg_sched_task_t *t)
 {
     mg_sched_status_t status = (mg_sched_status_t)t->mg__.node.status;
-    t->mg__.node.state = status == MG_SCHED_RUN ? MG__TASK_RUNNING : MG__TASK_DONE;
+    mg__task_set_state(t, status == MG_SCHED_RUN ? MG__TASK_RUNNING : MG__TASK_DONE);
     t->run(t, status);
 }
 
