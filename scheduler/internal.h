@@ -113,6 +113,37 @@ static inline mg_sched_task_t *mg__task_of_fifo(mg__link_t *l)
     return MG__CONTAINER(l, mg_sched_task_t, mg__.fifo);
 }
 
+static inline uint32_t mg__nring(const mg_sched_t *s)
+{
+    return s->nring[MG_SCHED_HIGH] + s->nring[MG_SCHED_NORMAL];
+}
+
+/* sched.c: the hand-over machinery, for control.c. The caller holds the lock. */
+
+/* Tasks handed to the executor once the lock is released, in the order they were taken. */
+typedef struct mg__outbox {
+    mg_sched_task_t *head, **tail;
+} mg__outbox_t;
+
+#define MG__OUTBOX_INIT(o)                                                                                                         \
+    {                                                                                                                              \
+        NULL, &(o).head                                                                                                            \
+    }
+
+/* Marks `t` posted with `status` and files it in the outbox. */
+void mg__outbox_add(mg__outbox_t *o, mg_sched_task_t *t, mg_sched_status_t status);
+/* Releases the lock, then posts the outbox's tasks. */
+void mg__unlock_and_post(mg_sched_t *s, mg__outbox_t *o);
+/* Gives free slots to ring entries while both exist. */
+void mg__pump(mg_sched_t *s, mg__outbox_t *o);
+/* Takes a waiting task out of wherever it waits (its key's queue or a ring, and the list). */
+void mg__withdraw(mg_sched_t *s, mg_sched_task_t *t, mg__outbox_t *o);
+/* Takes a waiting task out of its key's queue and of the list, without settling the key. */
+void mg__key_unqueue(mg_sched_t *s, mg__key_t *k, mg_sched_task_t *t);
+/* After waiting tasks of `k` went away: releases a READY key left with nothing, moves one whose
+ * next task changed priority (I1, I2). */
+void mg__key_settle(mg_sched_t *s, mg__key_t *k, mg__outbox_t *o);
+
 /* keytab.c: the keys with state. The caller holds the lock (except for mg__key_hash). */
 int mg__keytab_init(mg_sched_t *s);
 void mg__keytab_dispose(mg_sched_t *s);

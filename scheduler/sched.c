@@ -1,5 +1,6 @@
 /*
- * The scheduler of one backend: slots, ordering keys, rings, waiting tasks.
+ * The scheduler of one backend: slots, ordering keys, rings, waiting tasks; submit, complete
+ * and the hand-over machinery (control.c has cancel, drain, expiry, reload and the rest).
  *
  * State (internal.h): a key with state is RUNNING (holds a slot, one task runs) or READY
  * (stands in the ring of its next task's priority, waiting for a slot); a key with neither a
@@ -13,9 +14,9 @@
  *   I2  a READY key stands in the ring of the priority of its next task (key_peek).
  *   I3  nready = entries in the rings; in_flight >= running keys.
  *   I4  no lost wake-up: when an entry waits in a ring, every slot is taken (in_flight >=
- *       max_in_flight), or a lock-free release is between its decrement and its pump.
+ *       max_in_flight), or a lock-free release is between its decrement and its mg__pump.
  * So nothing ever has to "look for work": whoever frees a slot hands it to a ring entry
- * under the lock (pass_slot, pump), and whoever makes an entry checks for a free slot first.
+ * under the lock (pass_slot, mg__pump), and whoever makes an entry checks for a free slot first.
  * A key that has nothing left to run is freed by the very call that made it so (the
  * original scheduler's stall: a worker returned while still owning a drained queue).
  *
@@ -25,14 +26,14 @@
  *
  *   waiter (under the lock)              releaser (no lock)
  *   W: nready += 1                       D: in_flight -= 1
- *   C: try to take a slot (CAS)          R: read nready; if > 0: lock, pump
+ *   C: try to take a slot (CAS)          R: read nready; if > 0: lock, mg__pump
  *   E: no slot: enter the ring, unlock
  *
  * All four are seq_cst. If R reads nready without W's increment, R precedes W in the single
  * total order, so D precedes C and C sees the freed slot: if C still finds none, every slot
  * was taken again by someone whose own D comes after C, hence whose R comes after W and sees
  * the waiter. If R sees W, the releaser locks; it gets the lock after the waiter's E (the
- * waiter held it from before W), so its pump finds the entry. Either way the slot reaches the
+ * waiter held it from before W), so its mg__pump finds the entry. Either way the slot reaches the
  * entry or the entry gets the slot. The entry never leaves nready uncounted between W and E
  * (the registration becomes the entry's count). test_wakeup drives both interleavings.
  *
@@ -63,17 +64,7 @@ void MG__SCHED_HOOK_FN(int point);
 #define HIGH MG_SCHED_HIGH
 #define NORMAL MG_SCHED_NORMAL
 
-/* Tasks handed to the executor once the lock is released, in the order they were taken. */
-typedef struct outbox {
-    mg_sched_task_t *head, **tail;
-} outbox_t;
-
-#define OUTBOX_INIT(o)                                                                                                             \
-    {                                                                                                                              \
-        NULL, &(o).head                                                                                                            \
-    }
-
-static void outbox_add(outbox_t *o, mg_sched_task_t *t, mg_sched_status_t status)
+void mg__outbox_add(mg__outbox_t *o, mg_sched_task_t *t, mg_sched_status_t status)
 {
     mg__task_set_state(t, MG__TASK_POSTED);
     t->mg__.node.status = (uint8_t)status;
@@ -82,7 +73,7 @@ static void outbox_add(outbox_t *o, mg_sched_task_t *t, mg_sched_status_t status
     o->tail = &t->exec_next;
 }
 
-static void outbox_post(mg_sched_t *s, outbox_t *o)
+static void outbox_post(mg_sched_t *s, mg__outbox_t *o)
 {
     for (mg_sched_task_t *t = o->head, *next; t; t = next) {
         next = t->exec_next; /* the owner may reuse the task as soon as it is posted */
@@ -90,7 +81,7 @@ static void outbox_post(mg_sched_t *s, outbox_t *o)
     }
 }
 
-static void unlock_and_post(mg_sched_t *s, outbox_t *o)
+void mg__unlock_and_post(mg_sched_t *s, mg__outbox_t *o)
 {
     pthread_mutex_unlock(&s->lock);
     outbox_post(s, o);
@@ -123,11 +114,6 @@ static int slot_keepable(mg_sched_t *s)
     return max == 0 || atomic_load_explicit(&s->in_flight, memory_order_relaxed) <= max;
 }
 
-static uint32_t nring(const mg_sched_t *s)
-{
-    return s->nring[HIGH] + s->nring[NORMAL];
-}
-
 /* Under the lock, for an entry that has a task to start: 1 when it got a slot (nobody waits
  * for one and one is free); 0 when it must wait, and then it is registered in nready (W, C
  * above): the caller puts it in a ring (ring_push_registered) or unregisters it. */
@@ -135,7 +121,7 @@ static int slot_or_register(mg_sched_t *s)
 {
     atomic_fetch_add(&s->nready, 1);
     MG__SCHED_HOOK(1);
-    if (nring(s) == 0 && slot_take(s)) {
+    if (mg__nring(s) == 0 && slot_take(s)) {
         atomic_fetch_sub(&s->nready, 1);
         return 1;
     }
@@ -166,7 +152,7 @@ static void ring_remove(mg_sched_t *s, mg__node_t *n)
 }
 
 /* To another ring's tail, without nready ever dipping (a lock-free release reading nready in
- * between would skip its pump: a lost wake-up). */
+ * between would skip its mg__pump: a lost wake-up). */
 static void ring_move(mg_sched_t *s, mg__node_t *n, int prio)
 {
     mg__link_remove(&n->link);
@@ -244,7 +230,7 @@ static void key_enqueue(mg_sched_t *s, mg__key_t *k, mg_sched_task_t *t)
 }
 
 /* Takes a waiting task out of its key's queue and of the deadline list. */
-static void key_unqueue(mg_sched_t *s, mg__key_t *k, mg_sched_task_t *t)
+void mg__key_unqueue(mg_sched_t *s, mg__key_t *k, mg_sched_task_t *t)
 {
     mg__link_remove(&t->mg__.node.link);
     k->waiting--;
@@ -252,31 +238,31 @@ static void key_unqueue(mg_sched_t *s, mg__key_t *k, mg_sched_task_t *t)
 }
 
 /* Starts the key's next task on the slot the key holds (or has just been granted). */
-static void key_start(mg_sched_t *s, mg__key_t *k, outbox_t *o, uint32_t turns)
+static void key_start(mg_sched_t *s, mg__key_t *k, mg__outbox_t *o, uint32_t turns)
 {
     int prio;
     mg_sched_task_t *t = key_peek(s, k, &prio);
     int normal_waits = !mg__link_empty(&k->queue[NORMAL]);
-    key_unqueue(s, k, t);
+    mg__key_unqueue(s, k, t);
     k->high_streak = prio == HIGH && normal_waits ? k->high_streak + 1 : 0;
     k->ring.state = MG__KEY_RUNNING;
     k->running = t;
     k->turns = turns;
     t->mg__.node.counted = 1;
-    outbox_add(o, t, MG_SCHED_RUN);
+    mg__outbox_add(o, t, MG_SCHED_RUN);
 }
 
 /* A key with nothing running and nothing waiting: its state goes (and the drain's notice). */
-static void key_release(mg_sched_t *s, mg__key_t *k, outbox_t *o)
+static void key_release(mg_sched_t *s, mg__key_t *k, mg__outbox_t *o)
 {
     if (k->done)
-        outbox_add(o, k->done, MG_SCHED_DRAINED);
+        mg__outbox_add(o, k->done, MG_SCHED_DRAINED);
     mg__keytab_delete(s, k);
 }
 
 /* After a waiting task of `k` went away: a READY key left with nothing is released, one
  * whose next task changed priority moves to that ring (I1, I2). */
-static void key_settle(mg_sched_t *s, mg__key_t *k, outbox_t *o)
+void mg__key_settle(mg_sched_t *s, mg__key_t *k, mg__outbox_t *o)
 {
     if (k->ring.state != MG__KEY_READY)
         return;
@@ -293,7 +279,7 @@ static void key_settle(mg_sched_t *s, mg__key_t *k, outbox_t *o)
 
 /* ---- handing slots over ----------------------------------------------------------------- */
 
-static void start_node(mg_sched_t *s, mg__node_t *n, outbox_t *o)
+static void start_node(mg_sched_t *s, mg__node_t *n, mg__outbox_t *o)
 {
     if (n->kind == MG__NODE_KEY) {
         key_start(s, MG__CONTAINER(n, mg__key_t, ring), o, 1);
@@ -302,35 +288,35 @@ static void start_node(mg_sched_t *s, mg__node_t *n, outbox_t *o)
     mg_sched_task_t *t = MG__CONTAINER(n, mg_sched_task_t, mg__.node);
     wait_remove(s, t);
     t->mg__.node.counted = 1;
-    outbox_add(o, t, MG_SCHED_RUN);
+    mg__outbox_add(o, t, MG_SCHED_RUN);
 }
 
 /* Gives free slots to ring entries while both exist. */
-static void pump(mg_sched_t *s, outbox_t *o)
+void mg__pump(mg_sched_t *s, mg__outbox_t *o)
 {
-    while (nring(s) && slot_take(s))
+    while (mg__nring(s) && slot_take(s))
         start_node(s, ring_pick(s), o);
 }
 
 /* The caller held a slot and is done with it: it goes to the next ring entry, or back. */
-static void pass_slot(mg_sched_t *s, outbox_t *o)
+static void pass_slot(mg_sched_t *s, mg__outbox_t *o)
 {
-    if (nring(s) && slot_keepable(s)) {
+    if (mg__nring(s) && slot_keepable(s)) {
         start_node(s, ring_pick(s), o);
         return;
     }
     atomic_fetch_sub(&s->in_flight, 1);
-    pump(s, o);
+    mg__pump(s, o);
 }
 
 /* The running task of `k` completed (under the lock). */
-static void key_done(mg_sched_t *s, mg__key_t *k, outbox_t *o)
+static void key_done(mg_sched_t *s, mg__key_t *k, mg__outbox_t *o)
 {
     int prio;
     k->running = NULL;
     mg_sched_task_t *next = key_peek(s, k, &prio);
     if (next && slot_keepable(s) && (prio == HIGH || s->nring[HIGH] == 0)) {
-        if (nring(s) == 0) { /* nobody to yield to */
+        if (mg__nring(s) == 0) { /* nobody to yield to */
             key_start(s, k, o, 1);
             return;
         }
@@ -359,7 +345,7 @@ static mg_sched_result_t submit_ordered(mg_sched_t *s, mg_sched_task_t *t, const
         if (queue_refuses(s))
             return MG_SCHED_FULL;
         key_enqueue(s, k, t);
-        key_settle(s, k, NULL); /* a high task may move a READY key to the high ring; releases nothing */
+        mg__key_settle(s, k, NULL); /* a high task may move a READY key to the high ring; releases nothing */
         return queued(s);
     }
     if (!(k = mg__key_new(key, len, hash)))
@@ -442,7 +428,7 @@ int mg_sched_complete(mg_sched_t *s, mg_sched_task_t *t)
         return -1;
     mg__task_set_state(t, MG__TASK_DONE);
     mg__key_t *k = t->mg__.key;
-    outbox_t o = OUTBOX_INIT(o);
+    mg__outbox_t o = MG__OUTBOX_INIT(o);
     if (!k) {
         if (!t->mg__.node.counted)
             return 0;
@@ -452,17 +438,17 @@ int mg_sched_complete(mg_sched_t *s, mg_sched_task_t *t)
             return 0;
         MG__SCHED_HOOK(4);
         pthread_mutex_lock(&s->lock);
-        pump(s, &o);
+        mg__pump(s, &o);
     } else {
         pthread_mutex_lock(&s->lock);
         key_done(s, k, &o);
     }
-    unlock_and_post(s, &o);
+    mg__unlock_and_post(s, &o);
     return 0;
 }
 
 /* Takes a waiting task out of wherever it waits (under the lock). */
-static void withdraw(mg_sched_t *s, mg_sched_task_t *t, outbox_t *o)
+void mg__withdraw(mg_sched_t *s, mg_sched_task_t *t, mg__outbox_t *o)
 {
     mg__key_t *k = t->mg__.key;
     if (!k) {
@@ -470,100 +456,8 @@ static void withdraw(mg_sched_t *s, mg_sched_task_t *t, outbox_t *o)
         wait_remove(s, t);
         return;
     }
-    key_unqueue(s, k, t);
-    key_settle(s, k, o);
-}
-
-int mg_sched_cancel(mg_sched_t *s, mg_sched_task_t *t)
-{
-    outbox_t o = OUTBOX_INIT(o);
-    pthread_mutex_lock(&s->lock);
-    int waiting = mg__task_state(t) == MG__TASK_WAITING;
-    if (waiting) {
-        withdraw(s, t, &o);
-        mg__task_set_state(t, MG__TASK_DONE);
-        s->cancelled++;
-    }
-    unlock_and_post(s, &o);
-    return waiting;
-}
-
-static void cancel_queue(mg_sched_t *s, mg__key_t *k, mg__link_t *q, outbox_t *o)
-{
-    while (!mg__link_empty(q)) {
-        mg_sched_task_t *t = mg__task_of_link(q->next);
-        key_unqueue(s, k, t);
-        outbox_add(o, t, MG_SCHED_CANCELLED);
-        s->cancelled++;
-    }
-}
-
-int mg_sched_drain(mg_sched_t *s, const char *key, size_t len, mg_sched_drain_mode_t mode, mg_sched_task_t *done)
-{
-    if (!key || !len)
-        return 0;
-    if (len > MG_SCHED_MAX_KEY_LEN)
-        len = MG_SCHED_MAX_KEY_LEN;
-    uint64_t hash = mg__key_hash(s, key, len);
-    outbox_t o = OUTBOX_INIT(o);
-    pthread_mutex_lock(&s->lock);
-    mg__key_t *k = mg__keytab_find(s, key, len, hash);
-    int r = k ? 1 : 0;
-    if (k && done && k->done)
-        r = -1;
-    else if (k && done)
-        k->done = done;
-    if (k) {
-        k->draining = 1;
-        if (mode == MG_SCHED_DRAIN_CANCEL) {
-            cancel_queue(s, k, &k->queue[HIGH], &o);
-            cancel_queue(s, k, &k->queue[NORMAL], &o);
-            key_settle(s, k, &o);
-        }
-    }
-    unlock_and_post(s, &o);
-    return r;
-}
-
-static uint64_t next_deadline(const mg_sched_t *s)
-{
-    if (!s->cfg.queue_timeout_us || mg__link_empty(&s->fifo))
-        return MG_SCHED_NO_DEADLINE;
-    uint64_t at = mg__task_of_fifo(s->fifo.next)->mg__.submitted_us;
-    return at > MG_SCHED_NO_DEADLINE - 1 - s->cfg.queue_timeout_us ? MG_SCHED_NO_DEADLINE - 1 : at + s->cfg.queue_timeout_us;
-}
-
-/* Whether the oldest waiting task has waited queue_timeout at `now_us` (a `now_us` before its
- * submission, from a thread whose clock read came a little earlier, is no wait at all). */
-static int head_expired(const mg_sched_t *s, uint64_t now_us)
-{
-    if (!s->cfg.queue_timeout_us || mg__link_empty(&s->fifo))
-        return 0;
-    uint64_t at = mg__task_of_fifo(s->fifo.next)->mg__.submitted_us;
-    return now_us >= at && now_us - at >= s->cfg.queue_timeout_us;
-}
-
-uint64_t mg_sched_expire(mg_sched_t *s, uint64_t now_us)
-{
-    outbox_t o = OUTBOX_INIT(o);
-    pthread_mutex_lock(&s->lock);
-    while (head_expired(s, now_us)) {
-        mg_sched_task_t *t = mg__task_of_fifo(s->fifo.next);
-        outbox_add(&o, t, MG_SCHED_TIMEOUT); /* before its key's drain notice, if this ends the key */
-        withdraw(s, t, &o);
-        s->timeouts++;
-    }
-    uint64_t next = next_deadline(s);
-    unlock_and_post(s, &o);
-    return next;
-}
-
-uint64_t mg_sched_next_deadline(mg_sched_t *s)
-{
-    pthread_mutex_lock(&s->lock);
-    uint64_t next = next_deadline(s);
-    pthread_mutex_unlock(&s->lock);
-    return next;
+    mg__key_unqueue(s, k, t);
+    mg__key_settle(s, k, o);
 }
 
 void mg_sched_deliver(mg_sched_task_t *t)
@@ -578,92 +472,4 @@ void mg_sched_task_init(mg_sched_task_t *t, mg_sched_run_cb run, void *owner)
     memset(t, 0, sizeof(*t));
     t->run = run;
     t->owner = owner;
-}
-
-/* ---- life of a scheduler ---------------------------------------------------------------- */
-
-int mg_sched_config_check(const mg_sched_config_t *cfg, const char **why)
-{
-    const char *w = NULL;
-    if (cfg->quantum > MG_SCHED_MAX_QUANTUM)
-        w = "quantum must be 1..1000";
-    else if (cfg->high_burst > MG_SCHED_MAX_HIGH_BURST)
-        w = "high_burst must be 1..1000";
-    else if (cfg->queue_max && cfg->queue_limit > cfg->queue_max)
-        w = "queue_max must not be below queue_limit";
-    if (w && why)
-        *why = w;
-    return w ? -1 : 0;
-}
-
-static mg_sched_config_t with_defaults(const mg_sched_config_t *cfg)
-{
-    mg_sched_config_t c = *cfg;
-    if (!c.quantum)
-        c.quantum = MG_SCHED_DEFAULT_QUANTUM;
-    if (!c.high_burst)
-        c.high_burst = MG_SCHED_DEFAULT_HIGH_BURST;
-    return c;
-}
-
-mg_sched_t *mg_sched_new(const mg_sched_config_t *cfg, const mg_sched_executor_t *executor)
-{
-    if (mg_sched_config_check(cfg, NULL) != 0 || !executor || !executor->post)
-        return NULL;
-    mg_sched_t *s = calloc(1, sizeof(*s));
-    if (!s)
-        return NULL;
-    if (mg__keytab_init(s) != 0) {
-        free(s);
-        return NULL;
-    }
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP); /* short sections: spin a little first */
-    pthread_mutex_init(&s->lock, &attr);
-    pthread_mutexattr_destroy(&attr);
-    s->cfg = with_defaults(cfg);
-    s->ex = *executor;
-    atomic_init(&s->in_flight, 0);
-    atomic_init(&s->nready, 0);
-    atomic_init(&s->max_in_flight, s->cfg.max_in_flight);
-    mg__link_init(&s->ring[HIGH]);
-    mg__link_init(&s->ring[NORMAL]);
-    mg__link_init(&s->fifo);
-    return s;
-}
-
-void mg_sched_free(mg_sched_t *s)
-{
-    if (!s)
-        return;
-    mg__keytab_dispose(s);
-    pthread_mutex_destroy(&s->lock);
-    free(s);
-}
-
-int mg_sched_configure(mg_sched_t *s, const mg_sched_config_t *cfg)
-{
-    if (mg_sched_config_check(cfg, NULL) != 0)
-        return -1;
-    outbox_t o = OUTBOX_INIT(o);
-    pthread_mutex_lock(&s->lock);
-    s->cfg = with_defaults(cfg);
-    atomic_store(&s->max_in_flight, s->cfg.max_in_flight);
-    pump(s, &o);
-    unlock_and_post(s, &o);
-    return 0;
-}
-
-void mg_sched_stats(mg_sched_t *s, mg_sched_stats_t *st)
-{
-    pthread_mutex_lock(&s->lock);
-    st->in_flight = atomic_load(&s->in_flight);
-    st->waiting = s->waiting;
-    st->waiting_high = s->waiting_high;
-    st->keys = s->nkeys;
-    st->ready = nring(s);
-    st->timeouts = s->timeouts;
-    st->cancelled = s->cancelled;
-    pthread_mutex_unlock(&s->lock);
 }
