@@ -1,0 +1,218 @@
+/*
+ * scheduler-bench: the scheduler's overhead per task (submit + dispatch + complete), with
+ * zero-time tasks, so that nothing but the scheduler (and the executor's hand-over) is timed.
+ *
+ * Each thread repeats: submit a burst of 8 tasks (all at once, as requests arriving together
+ * do), complete the ones that submit started, then deliver what the executor brought and
+ * complete each delivered task at once, until the 8 have ended. The executor is a lock-free
+ * list per thread (a thread waiting for its burst spins on a plain read of it; h2o's
+ * multithread queue would add a mutex and a pipe write per wake-up). Keys are "acct-<n>", drawn at random per task from the case's
+ * key set, the same set for every thread (so with 2 threads the same key is often used by both, and a completion on one thread
+ * hands the key's next task to the other).
+ *
+ * Figures per case: wall ns per task = elapsed time / tasks of all threads (throughput);
+ * CPU ns per task = the threads' CPU time (CLOCK_THREAD_CPUTIME_ID) / tasks (what each task
+ * costs, whichever thread pays); median of the runs. "dispatched" is the share of tasks that
+ * went through the executor (queued behind their key or for a slot) rather than starting in
+ * their own submit.
+ *
+ * A benchmark: prints a table, never fails on time; loops are bounded (tasks x runs).
+ *   scheduler-bench [tasks_per_thread (default 1000000)] [runs (default 5)]
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "scheduler/scheduler.h"
+
+#define BURST 8
+#define MAX_KEYS 10000
+#define MAX_RUNS 15
+
+typedef struct bench_case {
+    const char *name;
+    uint32_t keys; /* 0: unordered */
+    uint32_t max_in_flight;
+} bench_case_t;
+
+typedef struct thread_ctx {
+    pthread_t th;
+    _Atomic(mg_sched_task_t *) inbox; /* a lock-free stack; taken whole and reversed */
+    char pad[64];
+    mg_sched_task_t tasks[BURST];
+    int ended; /* of the current burst */
+    uint64_t rng, dispatched, cpu_ns;
+} thread_ctx_t;
+
+static struct {
+    mg_sched_t *s;
+    const bench_case_t *c;
+    uint64_t tasks_per_thread;
+    char names[MAX_KEYS][16];
+    size_t lens[MAX_KEYS];
+    pthread_barrier_t start;
+} B;
+
+static uint64_t ns_of(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void post(void *ctx, mg_sched_task_t *t)
+{
+    thread_ctx_t *owner = t->owner;
+    mg_sched_task_t *head = atomic_load_explicit(&owner->inbox, memory_order_relaxed);
+    do
+        t->exec_next = head;
+    while (!atomic_compare_exchange_weak_explicit(&owner->inbox, &head, t, memory_order_release, memory_order_relaxed));
+}
+
+static void on_run(mg_sched_task_t *t, mg_sched_status_t status)
+{
+    thread_ctx_t *self = t->owner;
+    self->dispatched++;
+    if (status == MG_SCHED_RUN)
+        mg_sched_complete(B.s, t); /* a zero-time task */
+    self->ended++;
+}
+
+static void run_inbox(thread_ctx_t *self)
+{
+    if (!atomic_load_explicit(&self->inbox, memory_order_relaxed))
+        return;
+    mg_sched_task_t *t = atomic_exchange_explicit(&self->inbox, NULL, memory_order_acquire), *fifo = NULL;
+    while (t) { /* back to posting order */
+        mg_sched_task_t *next = t->exec_next;
+        t->exec_next = fifo;
+        fifo = t;
+        t = next;
+    }
+    for (mg_sched_task_t *next; fifo; fifo = next) {
+        next = fifo->exec_next;
+        mg_sched_deliver(fifo);
+    }
+}
+
+static void burst(thread_ctx_t *self)
+{
+    mg_sched_task_t *started[BURST];
+    int n = 0;
+    self->ended = 0;
+    for (int i = 0; i < BURST; i++) {
+        mg_sched_task_t *t = &self->tasks[i];
+        mg_sched_task_init(t, on_run, self);
+        uint32_t k =
+            B.c->keys ? (uint32_t)((self->rng = self->rng * 6364136223846793005u + 1442695040888963407u) >> 33) % B.c->keys : 0;
+        const char *key = B.c->keys ? B.names[k] : NULL;
+        if (mg_sched_submit(B.s, t, key, B.c->keys ? B.lens[k] : 0, MG_SCHED_NORMAL, 0) == MG_SCHED_STARTED)
+            started[n++] = t;
+    }
+    for (int i = 0; i < n; i++) {
+        mg_sched_complete(B.s, started[i]);
+        self->ended++;
+    }
+    while (self->ended < BURST)
+        run_inbox(self);
+}
+
+static void *thread_main(void *arg)
+{
+    thread_ctx_t *self = arg;
+    pthread_barrier_wait(&B.start);
+    uint64_t cpu0 = ns_of(CLOCK_THREAD_CPUTIME_ID);
+    for (uint64_t i = 0; i < B.tasks_per_thread; i += BURST)
+        burst(self); /* a burst ends when its own tasks have: nothing of ours is left behind */
+    self->cpu_ns = ns_of(CLOCK_THREAD_CPUTIME_ID) - cpu0;
+    pthread_barrier_wait(&B.start);
+    return NULL;
+}
+
+typedef struct figures {
+    double wall_ns, cpu_ns, dispatched;
+} figures_t;
+
+static figures_t run_once(const bench_case_t *c, int nthreads)
+{
+    static thread_ctx_t th[2];
+    mg_sched_config_t cfg = {.max_in_flight = c->max_in_flight};
+    mg_sched_executor_t ex = {post, NULL};
+    B.s = mg_sched_new(&cfg, &ex);
+    B.c = c;
+    pthread_barrier_init(&B.start, NULL, (unsigned)nthreads + 1);
+    for (int i = 0; i < nthreads; i++) {
+        memset(&th[i], 0, sizeof(th[i]));
+        th[i].rng = 12345 + (uint64_t)i * 7919;
+        pthread_create(&th[i].th, NULL, thread_main, &th[i]);
+    }
+    pthread_barrier_wait(&B.start);
+    uint64_t t0 = ns_of(CLOCK_MONOTONIC);
+    pthread_barrier_wait(&B.start);
+    uint64_t wall = ns_of(CLOCK_MONOTONIC) - t0;
+    figures_t f = {0};
+    double tasks = (double)B.tasks_per_thread * nthreads, cpu = 0, dispatched = 0;
+    for (int i = 0; i < nthreads; i++) {
+        pthread_join(th[i].th, NULL);
+        cpu += (double)th[i].cpu_ns;
+        dispatched += (double)th[i].dispatched;
+    }
+    mg_sched_stats_t st;
+    mg_sched_stats(B.s, &st);
+    if (st.keys || st.waiting || st.in_flight)
+        fprintf(stderr, "left over: %u keys, %u waiting, %u in flight\n", st.keys, st.waiting, st.in_flight);
+    mg_sched_free(B.s);
+    pthread_barrier_destroy(&B.start);
+    f.wall_ns = (double)wall / tasks;
+    f.cpu_ns = cpu / tasks;
+    f.dispatched = dispatched / tasks;
+    return f;
+}
+
+static int by_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), by_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int main(int argc, char **argv)
+{
+    B.tasks_per_thread = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;
+    int runs = argc > 2 ? atoi(argv[2]) : 5;
+    if (B.tasks_per_thread < BURST || runs < 1 || runs > MAX_RUNS) {
+        fprintf(stderr, "usage: scheduler-bench [tasks_per_thread >= %d] [runs 1..%d]\n", BURST, MAX_RUNS);
+        return 2;
+    }
+    B.tasks_per_thread -= B.tasks_per_thread % BURST;
+    for (int i = 0; i < MAX_KEYS; i++)
+        B.lens[i] = (size_t)snprintf(B.names[i], sizeof(B.names[i]), "acct-%d", i);
+    static const bench_case_t cases[] = {
+        {"unordered, unlimited", 0, 0},    {"unordered, 64 slots", 0, 64},  {"1 key, unlimited", 1, 0},
+        {"10k keys, unlimited", 10000, 0}, {"10k keys, 4 slots", 10000, 4},
+    };
+    printf("%llu tasks per thread, bursts of %d, median of %d runs\n\n", (unsigned long long)B.tasks_per_thread, BURST, runs);
+    printf("| case | threads | wall ns/task | CPU ns/task | dispatched |\n| --- | ---: | ---: | ---: | ---: |\n");
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        for (int nthreads = 1; nthreads <= 2; nthreads++) {
+            double wall[MAX_RUNS], cpu[MAX_RUNS], disp[MAX_RUNS];
+            for (int r = 0; r < runs; r++) {
+                figures_t f = run_once(&cases[c], nthreads);
+                wall[r] = f.wall_ns;
+                cpu[r] = f.cpu_ns;
+                disp[r] = f.dispatched;
+            }
+            printf("| %s | %d | %.0f | %.0f | %.0f%% |\n", cases[c].name, nthreads, median(wall, runs), median(cpu, runs),
+                   100 * median(disp, runs));
+            fflush(stdout);
+        }
+    }
+    return 0;
+}
