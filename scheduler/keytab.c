@@ -1,11 +1,11 @@
 /*
- * The scheduler's table of keys with state: a chained hash table that grows and shrinks with
- * the number of live keys, so that idle keys cost nothing (the buckets of a scheduler that
- * had many keys shrink back once they are gone).
+ * The scheduler's tables of keys with state, one per shard: chained hash tables that grow
+ * and shrink with the number of live keys, so that idle keys cost nothing (the buckets of a
+ * scheduler that had many keys shrink back once they are gone).
  *
  * Keys come from clients (a header value), so they are hashed with SipHash-1-3 under a
- * random per-scheduler seed: a client cannot choose keys that fall into one chain. The hash
- * is computed before the lock is taken.
+ * random per-scheduler seed: a client cannot choose keys that fall into one chain (nor one
+ * shard). The hash is computed before any lock is taken.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +13,7 @@
 #include <time.h>
 #include "scheduler/internal.h"
 
-#define MIN_BUCKETS 16u
+#define MIN_BUCKETS 4u
 
 static uint64_t rotl(uint64_t x, int b)
 {
@@ -63,7 +63,7 @@ uint64_t mg__key_hash(const mg_sched_t *s, const char *key, size_t len)
     return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
 
-int mg__keytab_init(mg_sched_t *s)
+void mg__keytab_seed(mg_sched_t *s)
 {
     if (getrandom(s->hash_seed, sizeof(s->hash_seed), GRND_NONBLOCK) != (ssize_t)sizeof(s->hash_seed)) {
         /* no entropy yet (early boot): still different per process and per scheduler */
@@ -72,27 +72,31 @@ int mg__keytab_init(mg_sched_t *s)
         s->hash_seed[0] = (uint64_t)ts.tv_nsec * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)(uintptr_t)s;
         s->hash_seed[1] = (uint64_t)ts.tv_sec * UINT64_C(0xbf58476d1ce4e5b9) ^ (uint64_t)(uintptr_t)&ts;
     }
-    s->nbuckets = MIN_BUCKETS;
-    s->nkeys = 0;
-    s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
-    return s->buckets ? 0 : -1;
 }
 
-void mg__keytab_dispose(mg_sched_t *s)
+int mg__keytab_init(mg__shard_t *sh)
 {
-    for (uint32_t i = 0; i < s->nbuckets; i++) {
-        for (mg__key_t *k = s->buckets[i], *next; k; k = next) {
+    sh->nbuckets = MIN_BUCKETS;
+    sh->nkeys = 0;
+    sh->buckets = calloc(sh->nbuckets, sizeof(*sh->buckets));
+    return sh->buckets ? 0 : -1;
+}
+
+void mg__keytab_dispose(mg__shard_t *sh)
+{
+    for (uint32_t i = 0; sh->buckets && i < sh->nbuckets; i++) {
+        for (mg__key_t *k = sh->buckets[i], *next; k; k = next) {
             next = k->hnext;
             free(k);
         }
     }
-    free(s->buckets);
-    s->buckets = NULL;
+    free(sh->buckets);
+    sh->buckets = NULL;
 }
 
-mg__key_t *mg__keytab_find(const mg_sched_t *s, const char *key, size_t len, uint64_t hash)
+mg__key_t *mg__keytab_find(const mg__shard_t *sh, const char *key, size_t len, uint64_t hash)
 {
-    for (mg__key_t *k = s->buckets[hash & (s->nbuckets - 1)]; k; k = k->hnext) {
+    for (mg__key_t *k = sh->buckets[hash & (sh->nbuckets - 1)]; k; k = k->hnext) {
         if (k->hash == hash && k->len == len && memcmp(k->name, key, len) == 0)
             return k;
     }
@@ -115,40 +119,40 @@ mg__key_t *mg__key_new(const char *key, size_t len, uint64_t hash)
 }
 
 /* Rehashes into `n` buckets; keeps the old table when out of memory (chains just get longer). */
-static void resize(mg_sched_t *s, uint32_t n)
+static void resize(mg__shard_t *sh, uint32_t n)
 {
     mg__key_t **b = calloc(n, sizeof(*b));
     if (!b)
         return;
-    for (uint32_t i = 0; i < s->nbuckets; i++) {
-        for (mg__key_t *k = s->buckets[i], *next; k; k = next) {
+    for (uint32_t i = 0; i < sh->nbuckets; i++) {
+        for (mg__key_t *k = sh->buckets[i], *next; k; k = next) {
             next = k->hnext;
             k->hnext = b[k->hash & (n - 1)];
             b[k->hash & (n - 1)] = k;
         }
     }
-    free(s->buckets);
-    s->buckets = b;
-    s->nbuckets = n;
+    free(sh->buckets);
+    sh->buckets = b;
+    sh->nbuckets = n;
 }
 
-void mg__keytab_insert(mg_sched_t *s, mg__key_t *k)
+void mg__keytab_insert(mg__shard_t *sh, mg__key_t *k)
 {
-    mg__key_t **head = &s->buckets[k->hash & (s->nbuckets - 1)];
+    mg__key_t **head = &sh->buckets[k->hash & (sh->nbuckets - 1)];
     k->hnext = *head;
     *head = k;
-    if (++s->nkeys > s->nbuckets && s->nbuckets < (UINT32_C(1) << 31))
-        resize(s, s->nbuckets * 2);
+    if (++sh->nkeys > sh->nbuckets && sh->nbuckets < (UINT32_C(1) << 31))
+        resize(sh, sh->nbuckets * 2);
 }
 
-void mg__keytab_delete(mg_sched_t *s, mg__key_t *k)
+void mg__keytab_delete(mg__shard_t *sh, mg__key_t *k)
 {
-    mg__key_t **p = &s->buckets[k->hash & (s->nbuckets - 1)];
+    mg__key_t **p = &sh->buckets[k->hash & (sh->nbuckets - 1)];
     while (*p != k)
         p = &(*p)->hnext;
     *p = k->hnext;
     free(k);
     /* shrink with hysteresis (grow at 1 key per bucket, shrink below 1/8) */
-    if (--s->nkeys < s->nbuckets / 8 && s->nbuckets > MIN_BUCKETS)
-        resize(s, s->nbuckets / 2);
+    if (--sh->nkeys < sh->nbuckets / 8 && sh->nbuckets > MIN_BUCKETS)
+        resize(sh, sh->nbuckets / 2);
 }

@@ -40,9 +40,12 @@
  * to an executor, which must call mg_sched_deliver on the owner's thread. The executor is
  * called without any scheduler lock held and must not call back into the scheduler itself.
  *
- * Cost. Ordered tasks take the scheduler's lock on submit and on complete. Unordered tasks
- * (no key) never take it while a slot is free: they touch only the backend's atomic slot
- * counter, and nothing shared at all when max_in_flight is 0 (unlimited).
+ * Cost. Ordered tasks take the lock of their key's shard (one of 32) on submit and on
+ * complete, and the backend's lock only when they wait for a slot or hand theirs over to one
+ * that waits. Unordered tasks (no key) take no lock while a slot is free: they touch only the
+ * backend's atomic slot counter, and nothing shared at all when max_in_flight is 0
+ * (unlimited). Nothing is allocated per task; a key's state is allocated when the key gets
+ * its first task and freed when it has none left.
  *
  * Wiring into h2o (the intended use; the module does not include h2o):
  *   - one mg_sched_t per backend; each worker has an h2o_multithread_receiver_t for
@@ -119,7 +122,7 @@ struct mg_sched_task {
             struct mg__sched_link {
                 struct mg__sched_link *prev, *next;
             } link; /* in its key's queue, or (unordered, waiting for a slot) in a ring */
-            uint8_t kind, state, status, priority, counted;
+            uint8_t kind, state, status, priority, counted, shard;
         } node;
         struct mg__sched_link fifo; /* in the backend's list of waiting tasks, oldest first */
         void *key;                  /* its key's state, NULL when unordered */
@@ -157,7 +160,7 @@ typedef struct mg_sched_executor {
 
 /* Figures of one scheduler, for metrics (a consistent snapshot). */
 typedef struct mg_sched_stats {
-    uint32_t in_flight;    /* counted running tasks (unordered tasks of an unlimited backend are not counted) */
+    uint32_t in_flight;    /* running tasks that hold a slot (tasks started while the backend was unlimited hold none) */
     uint32_t waiting;      /* submitted, not started, not ended */
     uint32_t waiting_high; /* of which high priority */
     uint32_t keys;         /* key states alive: keys with a running or waiting task, or being drained */

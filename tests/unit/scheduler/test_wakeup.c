@@ -24,9 +24,10 @@ static void hook(int point);
 enum { WAITER = 1, RELEASER = 2 };
 
 static struct {
-    int stop_at;        /* the waiter's hook point where the releaser runs */
-    sem_t go, past_r;   /* releaser may run; releaser has passed R */
-    int releaser_locks; /* R saw an entry: the releaser went for the lock */
+    int stop_at;           /* the waiter's hook point where the releaser runs */
+    sem_t go, past_r;      /* releaser may run; releaser has passed R */
+    sem_t granted, resume; /* the releaser stopped before starting a granted key; it may go on */
+    int releaser_locks;    /* R saw an entry: the releaser went for the lock */
     int go_posted;
     int completed;      /* what the releaser's mg_sched_complete returned */
     pthread_mutex_t mu; /* the executor's inbox */
@@ -45,6 +46,9 @@ static void hook(int point)
         W.go_posted = 1;
         sem_post(&W.go);
         sem_wait(&W.past_r);
+    } else if (role == RELEASER && point == 6 && W.stop_at == 6) {
+        sem_post(&W.granted); /* the key is GRANTED: let the owner withdraw its task now */
+        sem_wait(&W.resume);  /* ... and go on once it has */
     } else if (role == RELEASER && point == 4) {
         W.releaser_locks = 1;
         sem_post(&W.past_r); /* it now blocks on the lock the waiter holds, if it does */
@@ -77,12 +81,15 @@ static void *releaser(void *arg)
 /* The waiter submits `key` (NULL: unordered) at `priority` while the releaser frees the only
  * slot at the waiter's hook `stop_at`. `prelude_key`: a task of that key is queued first (to
  * make the waiter's submit move a READY key between rings). */
-static void race(int stop_at, const char *key, mg_sched_priority_t priority, const char *prelude_key)
+/* A scheduler of one slot, held by an unordered task that the releaser will complete. */
+static void setup(int stop_at)
 {
     memset(&W, 0, sizeof(W));
     W.stop_at = stop_at;
     sem_init(&W.go, 0, 0);
     sem_init(&W.past_r, 0, 0);
+    sem_init(&W.granted, 0, 0);
+    sem_init(&W.resume, 0, 0);
     pthread_mutex_init(&W.mu, NULL);
     mg_sched_config_t cfg = {.max_in_flight = 1};
     mg_sched_executor_t ex = {post, NULL};
@@ -91,6 +98,21 @@ static void race(int stop_at, const char *key, mg_sched_priority_t priority, con
     mg_sched_task_init(&W.waiter, on_run, NULL);
     mg_sched_task_init(&W.prelude, on_run, NULL);
     cr_assert_eq(mg_sched_submit(W.s, &W.holder, NULL, 0, MG_SCHED_NORMAL, 0), MG_SCHED_STARTED);
+}
+
+static void teardown(void)
+{
+    mg_sched_free(W.s); /* tasks may be left running: the scheduler frees key states regardless */
+    sem_destroy(&W.go);
+    sem_destroy(&W.past_r);
+    sem_destroy(&W.granted);
+    sem_destroy(&W.resume);
+    pthread_mutex_destroy(&W.mu);
+}
+
+static void race(int stop_at, const char *key, mg_sched_priority_t priority, const char *prelude_key)
+{
+    setup(stop_at);
     if (prelude_key)
         cr_assert_eq(mg_sched_submit(W.s, &W.prelude, prelude_key, strlen(prelude_key), MG_SCHED_NORMAL, 0), MG_SCHED_QUEUED);
 
@@ -114,10 +136,7 @@ static void race(int stop_at, const char *key, mg_sched_priority_t priority, con
     cr_assert_eq(started + W.waiter_ran, 1, "stop at %d: the waiting task %s", stop_at,
                  started + W.waiter_ran ? "started twice" : "was never started: a lost wake-up");
     cr_assert_eq(atomic_load(&W.s->in_flight), 1);
-    mg_sched_free(W.s); /* the tasks are left running: the scheduler frees key states regardless */
-    sem_destroy(&W.go);
-    sem_destroy(&W.past_r);
-    pthread_mutex_destroy(&W.mu);
+    teardown();
 }
 
 Test(wakeup, unordered_waiter_release_before_its_last_look)
@@ -153,4 +172,30 @@ Test(wakeup, release_while_a_ready_key_moves_to_the_high_ring)
 Test(wakeup, release_with_nothing_waiting_takes_no_lock)
 {
     race(0, NULL, MG_SCHED_NORMAL, NULL); /* releaser runs after the waiter got in line */
+}
+
+/* The backend grants key k a slot (the holder completed on the releaser thread), and before the
+ * releaser starts k's task its owner withdraws it: the releaser finds nothing to run and must
+ * give the slot back and release the key, or the backend loses a slot for good. */
+Test(wakeup, a_granted_key_whose_task_went_away_gives_its_slot_back)
+{
+    setup(6);
+    cr_assert_eq(mg_sched_submit(W.s, &W.waiter, "k", 1, MG_SCHED_NORMAL, 0), MG_SCHED_QUEUED);
+    pthread_t th;
+    pthread_create(&th, NULL, releaser, NULL);
+    sem_post(&W.go); /* the releaser completes the holder; the pump grants k; it stops at 6 */
+    sem_wait(&W.granted);
+    cr_assert_eq(mg_sched_cancel(W.s, &W.waiter), 1, "still waiting: the grant has not started it");
+    sem_post(&W.resume);
+    pthread_join(th, NULL);
+    cr_assert_eq(W.completed, 0);
+    char why[256];
+    cr_assert_eq(mg__sched_check(W.s, 1, why, sizeof(why)), 0, "%s", why);
+    mg_sched_stats_t st;
+    mg_sched_stats(W.s, &st);
+    cr_assert_eq(st.keys, 0, "the key is released");
+    cr_assert_eq(st.in_flight, 0, "the slot came back");
+    cr_assert_eq(W.ninbox, 0, "nothing was started");
+    cr_assert_eq(mg_sched_submit(W.s, &W.prelude, NULL, 0, MG_SCHED_NORMAL, 0), MG_SCHED_STARTED);
+    teardown();
 }
