@@ -5,19 +5,26 @@
  * Each thread repeats: submit a burst of 8 tasks (all at once, as requests arriving together
  * do), complete the ones that submit started, then deliver what the executor brought and
  * complete each delivered task at once, until the 8 have ended. The executor is a lock-free
- * list per thread (a thread waiting for its burst spins on a plain read of it; h2o's
- * multithread queue would add a mutex and a pipe write per wake-up). Keys are "acct-<n>", drawn at random per task from the case's
- * key set, the same set for every thread (so with 2 threads the same key is often used by both, and a completion on one thread
- * hands the key's next task to the other).
+ * list per thread (h2o's multithread queue would add a mutex and, per wake-up, a pipe write).
+ * Keys are "acct-<n>", drawn at random per task from the case's key set, the same set for
+ * every thread (so with 2 threads the same key is often used by both, and a completion on one
+ * thread hands the key's next task to the other).
  *
- * Figures per case: wall ns per task = elapsed time / tasks of all threads (throughput);
- * CPU ns per task = the threads' CPU time (CLOCK_THREAD_CPUTIME_ID) / tasks (what each task
- * costs, whichever thread pays); median of the runs. "dispatched" is the share of tasks that
- * went through the executor (queued behind their key or for a slot) rather than starting in
- * their own submit.
+ * Figures per case, medians of the runs (calls are not timed one by one: a clock or TSC
+ * reading costs about as much as a call here, and disturbs what it measures):
+ *   - CPU ns/task: the threads' CPU time (CLOCK_THREAD_CPUTIME_ID, read when each thread starts
+ *     and ends) / tasks of all threads: what a task costs, whichever thread pays. Time a thread
+ *     is descheduled does not count, so a busy machine disturbs it less than the wall figure.
+ *     With 2 threads on one key or on 4 slots, a thread also spins while the other completes
+ *     the task that holds the key or the slot: that waiting counts too.
+ *   - wall ns/task: elapsed time / tasks of all threads (throughput).
+ *   - dispatched: the share of tasks started through the executor (queued behind their key or
+ *     for a slot) rather than in their own submit.
+ * The "harness" row runs the same loop with no scheduler (submit starts every task, complete
+ * does nothing): subtract it to get the scheduler's share.
  *
  * A benchmark: prints a table, never fails on time; loops are bounded (tasks x runs).
- *   scheduler-bench [tasks_per_thread (default 1000000)] [runs (default 5)]
+ *   scheduler-bench [tasks_per_thread (default 1000000)] [runs (default 5)] [case name part [threads]]
  */
 #include <pthread.h>
 #include <sched.h>
@@ -36,6 +43,7 @@ typedef struct bench_case {
     const char *name;
     uint32_t keys; /* 0: unordered */
     uint32_t max_in_flight;
+    int harness;
 } bench_case_t;
 
 typedef struct thread_ctx {
@@ -72,12 +80,31 @@ static void post(void *ctx, mg_sched_task_t *t)
     while (!atomic_compare_exchange_weak_explicit(&owner->inbox, &head, t, memory_order_release, memory_order_relaxed));
 }
 
+/* The harness case: no scheduler at all. */
+static volatile int harness_sink;
+
+static void complete(thread_ctx_t *self, mg_sched_task_t *t)
+{
+    if (B.s)
+        mg_sched_complete(B.s, t);
+    else
+        harness_sink = 0;
+}
+
+static mg_sched_result_t submit(thread_ctx_t *self, mg_sched_task_t *t, const char *key, size_t len)
+{
+    if (B.s)
+        return mg_sched_submit(B.s, t, key, len, MG_SCHED_NORMAL, 0);
+    harness_sink = (int)len;
+    return MG_SCHED_STARTED;
+}
+
 static void on_run(mg_sched_task_t *t, mg_sched_status_t status)
 {
     thread_ctx_t *self = t->owner;
     self->dispatched++;
     if (status == MG_SCHED_RUN)
-        mg_sched_complete(B.s, t); /* a zero-time task */
+        complete(self, t); /* a zero-time task */
     self->ended++;
 }
 
@@ -99,6 +126,12 @@ static int run_inbox(thread_ctx_t *self)
     return 1;
 }
 
+static uint32_t draw_key(thread_ctx_t *self)
+{
+    self->rng = self->rng * 6364136223846793005u + 1442695040888963407u;
+    return (uint32_t)(self->rng >> 33) % B.c->keys;
+}
+
 static void burst(thread_ctx_t *self)
 {
     mg_sched_task_t *started[BURST];
@@ -107,14 +140,12 @@ static void burst(thread_ctx_t *self)
     for (int i = 0; i < BURST; i++) {
         mg_sched_task_t *t = &self->tasks[i];
         mg_sched_task_init(t, on_run, self);
-        uint32_t k =
-            B.c->keys ? (uint32_t)((self->rng = self->rng * 6364136223846793005u + 1442695040888963407u) >> 33) % B.c->keys : 0;
-        const char *key = B.c->keys ? B.names[k] : NULL;
-        if (mg_sched_submit(B.s, t, key, B.c->keys ? B.lens[k] : 0, MG_SCHED_NORMAL, 0) == MG_SCHED_STARTED)
+        uint32_t k = B.c->keys ? draw_key(self) : 0;
+        if (submit(self, t, B.c->keys ? B.names[k] : NULL, B.c->keys ? B.lens[k] : 0) == MG_SCHED_STARTED)
             started[n++] = t;
     }
     for (int i = 0; i < n; i++) {
-        mg_sched_complete(B.s, started[i]);
+        complete(self, started[i]);
         self->ended++;
     }
     for (unsigned spins = 0; self->ended < BURST; spins++) {
@@ -136,7 +167,7 @@ static void *thread_main(void *arg)
 }
 
 typedef struct figures {
-    double wall_ns, cpu_ns, dispatched;
+    double cpu_ns, wall_ns, dispatched;
 } figures_t;
 
 static figures_t run_once(const bench_case_t *c, int nthreads)
@@ -144,7 +175,7 @@ static figures_t run_once(const bench_case_t *c, int nthreads)
     static thread_ctx_t th[2];
     mg_sched_config_t cfg = {.max_in_flight = c->max_in_flight};
     mg_sched_executor_t ex = {post, NULL};
-    B.s = mg_sched_new(&cfg, &ex);
+    B.s = c->harness ? NULL : mg_sched_new(&cfg, &ex);
     B.c = c;
     pthread_barrier_init(&B.start, NULL, (unsigned)nthreads + 1);
     for (int i = 0; i < nthreads; i++) {
@@ -156,23 +187,21 @@ static figures_t run_once(const bench_case_t *c, int nthreads)
     uint64_t t0 = ns_of(CLOCK_MONOTONIC);
     pthread_barrier_wait(&B.start);
     uint64_t wall = ns_of(CLOCK_MONOTONIC) - t0;
-    figures_t f = {0};
     double tasks = (double)B.tasks_per_thread * nthreads, cpu = 0, dispatched = 0;
     for (int i = 0; i < nthreads; i++) {
         pthread_join(th[i].th, NULL);
         cpu += (double)th[i].cpu_ns;
         dispatched += (double)th[i].dispatched;
     }
-    mg_sched_stats_t st;
-    mg_sched_stats(B.s, &st);
-    if (st.keys || st.waiting || st.in_flight)
-        fprintf(stderr, "left over: %u keys, %u waiting, %u in flight\n", st.keys, st.waiting, st.in_flight);
-    mg_sched_free(B.s);
+    if (B.s) {
+        mg_sched_stats_t st;
+        mg_sched_stats(B.s, &st);
+        if (st.keys || st.waiting || st.in_flight)
+            fprintf(stderr, "left over: %u keys, %u waiting, %u in flight\n", st.keys, st.waiting, st.in_flight);
+        mg_sched_free(B.s);
+    }
     pthread_barrier_destroy(&B.start);
-    f.wall_ns = (double)wall / tasks;
-    f.cpu_ns = cpu / tasks;
-    f.dispatched = dispatched / tasks;
-    return f;
+    return (figures_t){.cpu_ns = cpu / tasks, .wall_ns = (double)wall / tasks, .dispatched = dispatched / tasks};
 }
 
 static int by_double(const void *a, const void *b)
@@ -187,36 +216,44 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+static void run_case(const bench_case_t *c, int nthreads, int runs)
+{
+    double cpu[MAX_RUNS], wall[MAX_RUNS], disp[MAX_RUNS];
+    for (int r = 0; r < runs; r++) {
+        figures_t f = run_once(c, nthreads);
+        cpu[r] = f.cpu_ns;
+        wall[r] = f.wall_ns;
+        disp[r] = f.dispatched;
+    }
+    printf("| %s | %d | %.0f | %.0f | %.0f%% |\n", c->name, nthreads, median(cpu, runs), median(wall, runs),
+           100 * median(disp, runs));
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     B.tasks_per_thread = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;
     int runs = argc > 2 ? atoi(argv[2]) : 5;
+    const char *only = argc > 3 ? argv[3] : "";
+    int only_threads = argc > 4 ? atoi(argv[4]) : 0;
     if (B.tasks_per_thread < BURST || runs < 1 || runs > MAX_RUNS) {
-        fprintf(stderr, "usage: scheduler-bench [tasks_per_thread >= %d] [runs 1..%d]\n", BURST, MAX_RUNS);
+        fprintf(stderr, "usage: scheduler-bench [tasks_per_thread >= %d] [runs 1..%d] [case name part [threads]]\n", BURST,
+                MAX_RUNS);
         return 2;
     }
     B.tasks_per_thread -= B.tasks_per_thread % BURST;
     for (int i = 0; i < MAX_KEYS; i++)
         B.lens[i] = (size_t)snprintf(B.names[i], sizeof(B.names[i]), "acct-%d", i);
     static const bench_case_t cases[] = {
-        {"unordered, unlimited", 0, 0},    {"unordered, 64 slots", 0, 64},  {"1 key, unlimited", 1, 0},
-        {"10k keys, unlimited", 10000, 0}, {"10k keys, 4 slots", 10000, 4},
+        {"harness (no scheduler)", 0, 0, 1}, {"unordered, unlimited", 0, 0},    {"unordered, 64 slots", 0, 64},
+        {"1 key, unlimited", 1, 0},          {"10k keys, unlimited", 10000, 0}, {"10k keys, 64 slots", 10000, 64},
+        {"10k keys, 4 slots", 10000, 4},
     };
     printf("%llu tasks per thread, bursts of %d, median of %d runs\n\n", (unsigned long long)B.tasks_per_thread, BURST, runs);
-    printf("| case | threads | wall ns/task | CPU ns/task | dispatched |\n| --- | ---: | ---: | ---: | ---: |\n");
-    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-        for (int nthreads = 1; nthreads <= 2; nthreads++) {
-            double wall[MAX_RUNS], cpu[MAX_RUNS], disp[MAX_RUNS];
-            for (int r = 0; r < runs; r++) {
-                figures_t f = run_once(&cases[c], nthreads);
-                wall[r] = f.wall_ns;
-                cpu[r] = f.cpu_ns;
-                disp[r] = f.dispatched;
-            }
-            printf("| %s | %d | %.0f | %.0f | %.0f%% |\n", cases[c].name, nthreads, median(wall, runs), median(cpu, runs),
-                   100 * median(disp, runs));
-            fflush(stdout);
-        }
-    }
+    printf("| case | threads | CPU ns/task | wall ns/task | dispatched |\n| --- | ---: | ---: | ---: | ---: |\n");
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+        for (int nthreads = 1; nthreads <= 2; nthreads++)
+            if (strstr(cases[c].name, only) && (!only_threads || nthreads == only_threads))
+                run_case(&cases[c], nthreads, runs);
     return 0;
 }
