@@ -13,7 +13,7 @@
 #include <time.h>
 #include "scheduler/internal.h"
 
-#define MIN_BUCKETS 4u
+#define MIN_BUCKETS 8u /* one cache line */
 
 static uint64_t rotl(uint64_t x, int b)
 {
@@ -74,11 +74,22 @@ void mg__keytab_seed(mg_sched_t *s)
     }
 }
 
+/* Bucket arrays are whole cache lines of their own, so that two shards' small tables never
+ * share one (threads working on different shards would bounce it between their cores). */
+static mg__key_t **buckets_new(uint32_t n)
+{
+    size_t size = n * sizeof(mg__key_t *);
+    mg__key_t **b = aligned_alloc(64, (size + 63) & ~(size_t)63);
+    if (b)
+        memset(b, 0, size);
+    return b;
+}
+
 int mg__keytab_init(mg__shard_t *sh)
 {
     sh->nbuckets = MIN_BUCKETS;
     sh->nkeys = 0;
-    sh->buckets = calloc(sh->nbuckets, sizeof(*sh->buckets));
+    sh->buckets = buckets_new(sh->nbuckets);
     return sh->buckets ? 0 : -1;
 }
 
@@ -121,7 +132,7 @@ mg__key_t *mg__key_new(const char *key, size_t len, uint64_t hash)
 /* Rehashes into `n` buckets; keeps the old table when out of memory (chains just get longer). */
 static void resize(mg__shard_t *sh, uint32_t n)
 {
-    mg__key_t **b = calloc(n, sizeof(*b));
+    mg__key_t **b = buckets_new(n);
     if (!b)
         return;
     for (uint32_t i = 0; i < sh->nbuckets; i++) {

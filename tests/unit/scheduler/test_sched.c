@@ -610,6 +610,6 @@ Test(sched, idle_keys_cost_no_memory)
     T.no_check = 0;
     check();
     cr_assert_eq(stats().keys, 0, "every key state is freed");
-    cr_assert_eq(buckets(), 4u * MG__SHARDS, "and the tables shrank back");
+    cr_assert_eq(buckets(), 8u * MG__SHARDS, "and the tables shrank back");
     teardown_sched();
 }
