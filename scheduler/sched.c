@@ -29,8 +29,9 @@
  * ring under the backend lock, GRANTED, and is started under its shard lock after the backend
  * lock is released (mg__flush), so that the lock order (shard, then backend) holds.
  *
- * No lost wake-ups. Slots are taken (CAS on in_flight) and given back (decrement) without a
- * lock, which races with an entry going into a ring under the backend lock:
+ * No lost wake-ups. Slots are taken (CAS on in_flight) without a lock, and given back: under
+ * the backend lock straight to the next entry when nready says some wait, otherwise by a
+ * decrement without a lock, which races with an entry going into a ring under the lock:
  *
  *   waiter (under the backend lock)      releaser (no lock)
  *   W: nready += 1                       D: in_flight -= 1
@@ -128,9 +129,22 @@ static int slot_or_register(mg_sched_t *s)
     return 0;
 }
 
-/* Gives a slot back without a lock (D, R above); a waiting entry gets it through the pump. */
+static void pass_slot(mg_sched_t *s, mg__outbox_t *o);
+
+/* Gives a slot back. When entries wait, under the backend lock straight to the next one;
+ * otherwise without a lock (D, R above), and an entry that came meanwhile gets it through the
+ * pump. */
 static void slot_release(mg_sched_t *s, mg__outbox_t *o)
 {
+    MG__SCHED_HOOK(7);
+    if (atomic_load(&s->nready)) {
+        MG__SCHED_HOOK(4);
+        pthread_mutex_lock(&s->lock);
+        pass_slot(s, o);
+        pthread_mutex_unlock(&s->lock);
+        return;
+    }
+    MG__SCHED_HOOK(8);
     atomic_fetch_sub(&s->in_flight, 1);
     MG__SCHED_HOOK(3);
     if (atomic_load(&s->nready) == 0)

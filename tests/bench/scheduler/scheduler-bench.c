@@ -21,7 +21,10 @@
  *   - dispatched: the share of tasks started through the executor (queued behind their key or
  *     for a slot) rather than in their own submit.
  * The "harness" row runs the same loop with no scheduler (submit starts every task, complete
- * does nothing): subtract it to get the scheduler's share.
+ * does nothing): subtract it to get the scheduler's share. The first line gives what moving
+ * one cache line between the two threads costs on this machine (a ping-pong on one atomic):
+ * with 2 threads, shared state costs about that per line a task touches after the other
+ * thread did.
  *
  * A benchmark: prints a table, never fails on time; loops are bounded (tasks x runs).
  *   scheduler-bench [tasks_per_thread (default 1000000)] [runs (default 5)] [case name part [threads]]
@@ -216,6 +219,35 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* Half the round trip of a flag bounced between two threads: one cache line transfer. */
+static _Atomic int pingpong __attribute__((aligned(64)));
+#define PINGPONGS 200000
+
+static void *pong(void *arg)
+{
+    for (int i = 0; i < PINGPONGS; i++) {
+        while (atomic_load_explicit(&pingpong, memory_order_acquire) != 1)
+            ;
+        atomic_store_explicit(&pingpong, 0, memory_order_release);
+    }
+    return NULL;
+}
+
+static double line_transfer_ns(void)
+{
+    pthread_t th;
+    pthread_create(&th, NULL, pong, NULL);
+    uint64_t t0 = ns_of(CLOCK_MONOTONIC);
+    for (int i = 0; i < PINGPONGS; i++) {
+        atomic_store_explicit(&pingpong, 1, memory_order_release);
+        while (atomic_load_explicit(&pingpong, memory_order_acquire) != 0)
+            ;
+    }
+    uint64_t ns = ns_of(CLOCK_MONOTONIC) - t0;
+    pthread_join(th, NULL);
+    return (double)ns / PINGPONGS / 2;
+}
+
 static void run_case(const bench_case_t *c, int nthreads, int runs)
 {
     double cpu[MAX_RUNS], wall[MAX_RUNS], disp[MAX_RUNS];
@@ -249,7 +281,8 @@ int main(int argc, char **argv)
         {"1 key, unlimited", 1, 0},          {"10k keys, unlimited", 10000, 0}, {"10k keys, 64 slots", 10000, 64},
         {"10k keys, 4 slots", 10000, 4},
     };
-    printf("%llu tasks per thread, bursts of %d, median of %d runs\n\n", (unsigned long long)B.tasks_per_thread, BURST, runs);
+    printf("%llu tasks per thread, bursts of %d, median of %d runs; a cache line between the 2 threads: %.0f ns\n\n",
+           (unsigned long long)B.tasks_per_thread, BURST, runs, line_transfer_ns());
     printf("| case | threads | CPU ns/task | wall ns/task | dispatched |\n| --- | ---: | ---: | ---: | ---: |\n");
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
         for (int nthreads = 1; nthreads <= 2; nthreads++)
