@@ -24,9 +24,10 @@
  *
  * Fairness and starvation bounds (C = max_in_flight, Q = quantum, H = high_burst):
  *   - a key holds at most one slot, and gives it up after Q consecutive tasks when any other
- *     entry waits; an entry that reaches the head of its ring is granted a slot within H + 1
- *     grants; so it starts within (H + 1) * Q task completions of a single slot (fewer when
- *     C > 1, since every slot grants);
+ *     entry waits (at once, for a normal task, when a high entry waits); an entry that reaches
+ *     the head of its ring is granted a slot within H + 1 grants; so it starts within
+ *     (H + 1) * Q task completions of a single slot (fewer when C > 1, since every slot
+ *     grants);
  *   - within a key, a normal task is overtaken by at most H high tasks in a row (then one
  *     normal task runs, then high ones may jump again);
  *   - a task submitted with nothing waiting on its key and nothing waiting for a slot starts
@@ -163,7 +164,7 @@ typedef struct mg_sched_stats {
     uint32_t in_flight;    /* running tasks that hold a slot (tasks started while the backend was unlimited hold none) */
     uint32_t waiting;      /* submitted, not started, not ended */
     uint32_t waiting_high; /* of which high priority */
-    uint32_t keys;         /* key states alive: keys with a running or waiting task, or being drained */
+    uint32_t keys;         /* key states alive: keys with a running or waiting task */
     uint32_t ready;        /* keys and unordered tasks waiting for a slot */
     uint64_t started;      /* tasks started so far (STARTED and RUN) */
     uint64_t timeouts;     /* tasks ended with MG_SCHED_TIMEOUT */
