@@ -18,9 +18,9 @@
 
 /* One cache line of header, then N slots of 8 bytes (16-bit lap tag, 48-bit timestamp). */
 struct mg_limiter {
-    _Atomic uint64_t cursor; /* frozen bit | lap | slot: where the next admission goes */
-    uint32_t n;              /* N = quota.requests, slots in the ring */
-    uint32_t unused;
+    _Atomic uint64_t cursor;  /* frozen bit | lap | slot: where the next admission goes */
+    uint32_t n;               /* N = quota.requests, slots in the ring */
+    uint32_t mapped;          /* the ring has pages of its own (limiter.c) */
     uint64_t per_us;          /* P */
     _Atomic uint64_t gen;     /* table: configuration generation the quota comes from */
     uint64_t admitted_before; /* table: admissions of the limiters this one replaced */

@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include "throttle/internal.h"
 
@@ -115,25 +116,44 @@ size_t mg_limiter_size(mg_quota_t quota)
     return sizeof(mg_limiter_t) + (size_t)quota.requests * sizeof(uint64_t);
 }
 
+/*
+ * A large ring gets pages of its own from the kernel: they come zeroed (every slot "never
+ * written") and are only backed by memory once an admission writes them, so a key with a
+ * quota of 1,000,000 that makes ten requests costs a page or two, not 8 MB zeroed up front
+ * (which took milliseconds per new key). Small rings come from malloc, zeroed by hand.
+ */
+#define MAPPED_MIN_SIZE (64 * 1024)
+
 mg_limiter_t *mg_limiter_new(mg_quota_t quota)
 {
     if (!mg__quota_valid(quota))
         return NULL;
     void *mem;
     size_t size = mg_limiter_size(quota);
-    if (posix_memalign(&mem, 64, size) != 0)
-        return NULL;
-    /* all slots start as tag 0: "lap -1", i.e. no admission yet */
-    memset(mem, 0, size);
+    int mapped = size >= MAPPED_MIN_SIZE;
+    if (mapped) {
+        mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED)
+            return NULL;
+    } else {
+        if (posix_memalign(&mem, 64, size) != 0)
+            return NULL;
+        /* all slots start as tag 0: "lap -1", i.e. no admission yet */
+        memset(mem, 0, size);
+    }
     mg_limiter_t *l = mem;
     l->n = quota.requests;
     l->per_us = quota.per_us;
+    l->mapped = (uint32_t)mapped;
     return l;
 }
 
 void mg_limiter_free(mg_limiter_t *l)
 {
-    free(l);
+    if (l != NULL && l->mapped)
+        munmap(l, mg_limiter_size(mg_limiter_quota(l)));
+    else
+        free(l);
 }
 
 mg_quota_t mg_limiter_quota(const mg_limiter_t *l)

@@ -3,6 +3,8 @@
  * comparison with a plain model on seeded random traces. Includes limiter.c to reach its
  * cursor and slot helpers. */
 #include <criterion/criterion.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include "throttle/limiter.c"
 #include "model.h"
 
@@ -152,6 +154,35 @@ Test(limiter, a_million_requests_per_window, .timeout = 60)
     d = decide(l, t0 + MG_QUOTA_MAX_PER_US, 0);
     cr_expect_eq(d.retry_after_us, 1);
     cr_expect_eq(mg__limiter_admitted(l), (uint64_t)n + 1000);
+    mg_limiter_free(l);
+}
+
+/* Pages of `l`'s ring the process has in memory (mincore). */
+static size_t resident_pages(const mg_limiter_t *l)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), size = mg_limiter_size(mg_limiter_quota(l));
+    size_t pages = (size + page - 1) / page, resident = 0;
+    unsigned char *vec = malloc(pages);
+    cr_assert_eq(mincore((void *)l, size, vec), 0, "the ring is not a mapping of its own");
+    for (size_t i = 0; i < pages; i++)
+        resident += vec[i] & 1;
+    free(vec);
+    return resident;
+}
+
+Test(limiter, a_large_quota_costs_the_memory_its_admissions_use)
+{
+    /* 8 MB of slots: a new key must not pay for (or zero) all of them up front */
+    mg_limiter_t *l = limiter(MG_QUOTA_MAX_REQUESTS, 1000000);
+    cr_assert_eq(l->mapped, 1);
+    for (uint64_t t = 1; t <= 10; t++)
+        decide(l, t, 1);
+    cr_expect_leq(resident_pages(l), 4);
+    cr_expect_eq(mg_limiter_used(l, 10), 10);
+    mg_limiter_free(l);
+    /* small rings come from malloc */
+    l = limiter(100, 1000000);
+    cr_expect_eq(l->mapped, 0);
     mg_limiter_free(l);
 }
 
