@@ -47,10 +47,10 @@ typedef struct mg_backend_conf {
     uint64_t connect_timeout_ms;
     uint64_t timeout_ms;
     unsigned retries;
-    unsigned max_in_flight;    /* requests at the backend at once, all workers together; 0: unlimited */
-    uint64_t queue_timeout_ms; /* longest wait in the scheduler before a 503 queue-timeout */
-    struct mg_sched *sched;    /* the backend's scheduler, owned by the gateway (server.c); NULL in tests */
-    atomic_size_t next;        /* round-robin cursor shared by all workers */
+    unsigned max_in_flight;         /* requests at the backend at once, all workers together; 0: unlimited */
+    uint64_t queue_timeout_ms;      /* longest wait in the scheduler before a 503 queue-timeout */
+    struct mg_backend_sched *sched; /* the backend's scheduler, owned by the gateway (dispatch.c); NULL in tests */
+    atomic_size_t next;             /* round-robin cursor shared by all workers */
 } mg_backend_conf_t;
 
 typedef struct mg_limits_conf {
