@@ -96,7 +96,7 @@ def bank():
     b.stop()
 
 
-def start_bank_gateway(start_gateway, bank, workers=4, **backend):
+def start_bank_gateway(start_gateway, bank, workers=4, admin=False, **backend):
     port = free_port()
     b = {"servers": [bank.url], "timeout": "10s"}
     b.update(backend)
@@ -107,7 +107,8 @@ def start_bank_gateway(start_gateway, bank, workers=4, **backend):
          "order": {"key": "${header.X-Account-Id}", "priority_header": "X-Priority"}, "forward": "bank"},
         {"name": "plain", "forward": "bank"},
     ]
-    return start_gateway(gateway_config(port, {"bank": b}, routes, workers=workers))
+    top = {"admin": {"address": f"127.0.0.1:{free_port()}"}} if admin else {}
+    return start_gateway(gateway_config(port, {"bank": b}, routes, workers=workers, **top))
 
 
 def in_threads(jobs, stagger=0.0):
@@ -212,3 +213,30 @@ def test_client_leaving_while_queued_does_not_wedge_the_key(start_gateway, bank)
     status, _, _ = request(gw.port, "GET", "/gate/next", {"X-Account-Id": "k"}, timeout=5)
     assert status == 200
     assert bank.order == ["held", "next"], "the request whose client left was withdrawn"
+
+def test_metrics_show_the_queue(start_gateway, bank):
+    gw = start_bank_gateway(start_gateway, bank, admin=True, max_in_flight=1, queue_timeout="400ms")
+    held = []
+    t = threading.Thread(target=lambda: held.append(request(gw.port, "GET", "/gate/held")[0]))
+    t.start()
+    assert wait_until(lambda: bank.order == ["held"], 5)
+    late = []
+    t2 = threading.Thread(target=lambda: late.append(request(gw.port, "GET", "/gate/late")[0]))
+    t2.start()
+    assert wait_until(lambda: gw.metrics().get('matchgate_backend_queue_depth{backend="bank"}') == 1, 5)
+    m = gw.metrics()
+    assert m['matchgate_backend_in_flight{backend="bank"}'] == 1
+    t2.join(10)
+    assert late == [503]
+    bank.release.set()
+    t.join(10)
+    assert held == [200]
+    m = gw.metrics()
+    assert m['matchgate_backend_queue_depth{backend="bank"}'] == 0
+    assert m['matchgate_backend_in_flight{backend="bank"}'] == 0
+    assert m['matchgate_backend_queue_timeouts_total{backend="bank"}'] == 1
+    assert m['matchgate_backend_queue_wait_seconds_count{backend="bank"}'] == 1, "the request that started at once"
+    assert m['matchgate_backend_queue_wait_seconds_bucket{backend="bank",le="0.001"}'] == 1
+    assert m['matchgate_backend_queue_wait_seconds_bucket{backend="bank",le="+Inf"}'] == 1
+    buckets = [v for k, v in m.items() if k.startswith("matchgate_backend_queue_wait_seconds_bucket")]
+    assert buckets == sorted(buckets) and len(buckets) == 13, "cumulative, 12 bounds and +Inf"
