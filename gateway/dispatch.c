@@ -215,6 +215,13 @@ static void on_run(mg_sched_task_t *task, mg_sched_status_t status)
         return;
     }
     mg_client_watch_stop(&job->watch);
+    if (status == MG_SCHED_RUN && r->req == NULL) {
+        /* the client left (its answer is sent) and h2o has not disposed the request yet:
+         * nothing to send, the dispose completes the job */
+        job->running = 1;
+        atomic_fetch_add_explicit(&job->bs->running, 1, memory_order_relaxed);
+        return;
+    }
     if (status == MG_SCHED_RUN) {
         job_start(job, mg_sched_now_us());
         return;
@@ -222,6 +229,8 @@ static void on_run(mg_sched_task_t *task, mg_sched_status_t status)
     /* the job is over: the request no longer refers to it */
     r->job = NULL;
     job_free(job, w);
+    if (r->req == NULL)
+        return;
     if (status == MG_SCHED_TIMEOUT)
         send_queue_timeout(r, r->route->forward.backend);
     else
