@@ -4,6 +4,7 @@ answers after a random delay, high priority served next without preempting, the 
 cap at the backend, 503 queue-timeout with Retry-After, and a client leaving while queued."""
 
 import random
+import subprocess
 import socket
 import threading
 import time
@@ -108,7 +109,10 @@ def start_bank_gateway(start_gateway, bank, workers=4, admin=False, **backend):
         {"name": "plain", "forward": "bank"},
     ]
     top = {"admin": {"address": f"127.0.0.1:{free_port()}"}} if admin else {}
-    return start_gateway(gateway_config(port, {"bank": b}, routes, workers=workers, **top))
+    conf = gateway_config(port, {"bank": b}, routes, workers=workers, **top)
+    gw = start_gateway(conf)
+    gw.test_config = conf
+    return gw
 
 
 def in_threads(jobs, stagger=0.0):
@@ -240,3 +244,41 @@ def test_metrics_show_the_queue(start_gateway, bank):
     assert m['matchgate_backend_queue_wait_seconds_bucket{backend="bank",le="+Inf"}'] == 1
     buckets = [v for k, v in m.items() if k.startswith("matchgate_backend_queue_wait_seconds_bucket")]
     assert buckets == sorted(buckets) and len(buckets) == 13, "cumulative, 12 bounds and +Inf"
+
+
+def test_reload_keeps_waiting_requests_in_order(start_gateway, bank):
+    gw = start_bank_gateway(start_gateway, bank, queue_timeout="10s")
+    h = {"X-Account-Id": "k"}
+    jobs = [lambda tag=tag: request(gw.port, "GET", f"/gate/{tag}", h, timeout=20)[0] for tag in ("first", "second", "third")]
+    results = []
+    t = threading.Thread(target=lambda: results.extend(in_threads(jobs, stagger=0.1)))
+    t.start()
+    assert wait_until(lambda: bank.order == ["first"], 5)
+    time.sleep(0.3)  # the other two wait for their key
+    conf = gw.test_config
+    conf["backends"]["bank"]["queue_timeout"] = "20s"
+    conf["backends"]["bank"]["max_in_flight"] = 4
+    gw.write_config(conf)
+    assert "configuration reloaded" in gw.reload()
+    bank.release.set()
+    t.join(30)
+    assert results == [200] * 3
+    assert bank.order == ["first", "second", "third"]
+
+
+def test_http2_client_leaving_while_queued_is_withdrawn(start_gateway, bank):
+    gw = start_bank_gateway(start_gateway, bank, workers=1)
+    held = []
+    t = threading.Thread(target=lambda: held.append(request(gw.port, "GET", "/gate/held", {"X-Account-Id": "k"})[0]))
+    t.start()
+    assert wait_until(lambda: bank.order == ["held"], 5)
+    # nghttp speaks h2c with prior knowledge and gives up after 0.5 s: the stream goes away
+    # while its request waits for the key
+    res = subprocess.run(["nghttp", "-t", "0.5", "-H", "x-account-id: k", f"http://127.0.0.1:{gw.port}/gate/gone"],
+                         capture_output=True, timeout=10)
+    assert res.returncode != 0, res.stdout
+    bank.release.set()
+    t.join(15)
+    assert held == [200]
+    assert request(gw.port, "GET", "/gate/next", {"X-Account-Id": "k"}, timeout=5)[0] == 200
+    assert bank.order == ["held", "next"]
