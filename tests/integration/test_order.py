@@ -134,6 +134,16 @@ def in_threads(jobs, stagger=0.0):
     return results
 
 
+def hold(gw, bank, headers=None):
+    """Sends GET /gate/held from a thread and waits until the backend holds it; returns the
+    thread and the list its status goes into."""
+    held = []
+    t = threading.Thread(target=lambda: held.append(request(gw.port, "GET", "/gate/held", headers)[0]))
+    t.start()
+    assert wait_until(lambda: bank.order == ["held"], 5)
+    return t, held
+
+
 def test_banking_sequences_apply_in_order(start_gateway, bank):
     gw = start_bank_gateway(start_gateway, bank)
     steps = [("withdraw", 50), ("deposit", 100), ("withdraw", 150)]
@@ -182,10 +192,7 @@ def test_max_in_flight_caps_the_backend(start_gateway, bank):
 
 def test_queue_timeout_gives_503_with_retry_after(start_gateway, bank):
     gw = start_bank_gateway(start_gateway, bank, max_in_flight=1, queue_timeout="300ms")
-    held = []
-    t = threading.Thread(target=lambda: held.append(request(gw.port, "GET", "/gate/held")[0]))
-    t.start()
-    assert wait_until(lambda: bank.order == ["held"], 5)
+    t, held = hold(gw, bank)
     started = time.monotonic()
     status, headers, body = request(gw.port, "GET", "/gate/late")
     waited = time.monotonic() - started
@@ -203,10 +210,7 @@ def test_queue_timeout_gives_503_with_retry_after(start_gateway, bank):
 
 def test_client_leaving_while_queued_does_not_wedge_the_key(start_gateway, bank):
     gw = start_bank_gateway(start_gateway, bank, workers=1)
-    held = []
-    t = threading.Thread(target=lambda: held.append(request(gw.port, "GET", "/gate/held", {"X-Account-Id": "k"})[0]))
-    t.start()
-    assert wait_until(lambda: bank.order == ["held"], 5)
+    t, held = hold(gw, bank, {"X-Account-Id": "k"})
     with socket.create_connection(("127.0.0.1", gw.port), timeout=5) as s:
         s.sendall(b"GET /gate/gone HTTP/1.1\r\nHost: x\r\nX-Account-Id: k\r\n\r\n")
         time.sleep(0.5)  # queued behind "held"; long enough for the gateway to watch it
@@ -220,10 +224,7 @@ def test_client_leaving_while_queued_does_not_wedge_the_key(start_gateway, bank)
 
 def test_metrics_show_the_queue(start_gateway, bank):
     gw = start_bank_gateway(start_gateway, bank, admin=True, max_in_flight=1, queue_timeout="400ms")
-    held = []
-    t = threading.Thread(target=lambda: held.append(request(gw.port, "GET", "/gate/held")[0]))
-    t.start()
-    assert wait_until(lambda: bank.order == ["held"], 5)
+    t, held = hold(gw, bank)
     late = []
     t2 = threading.Thread(target=lambda: late.append(request(gw.port, "GET", "/gate/late")[0]))
     t2.start()
@@ -268,10 +269,7 @@ def test_reload_keeps_waiting_requests_in_order(start_gateway, bank):
 
 def test_http2_client_leaving_while_queued_is_withdrawn(start_gateway, bank):
     gw = start_bank_gateway(start_gateway, bank, workers=1)
-    held = []
-    t = threading.Thread(target=lambda: held.append(request(gw.port, "GET", "/gate/held", {"X-Account-Id": "k"})[0]))
-    t.start()
-    assert wait_until(lambda: bank.order == ["held"], 5)
+    t, held = hold(gw, bank, {"X-Account-Id": "k"})
     # nghttp speaks h2c with prior knowledge and gives up after 0.5 s: the stream goes away
     # while its request waits for the key
     res = subprocess.run(["nghttp", "-t", "0.5", "-H", "x-account-id: k", f"http://127.0.0.1:{gw.port}/gate/gone"],
