@@ -1,5 +1,6 @@
 /*
- * GET /metrics: the workers' counters summed, and the configuration's generation and reloads, in
+ * GET /metrics: the workers' counters summed, the configuration's generation and reloads, and per
+ * backend its scheduler's figures (queue depth, in flight, queue timeouts, waiting time), in
  * the Prometheus text exposition format 0.0.4. Each worker writes only its own counters; this
  * reads them without stopping anyone, so the figures of one scrape are each exact but not taken
  * at the same instant.
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "gateway/internal.h"
+#include "scheduler/scheduler.h"
 
 typedef struct worker_metric {
     const char *name, *type, *help;
@@ -56,6 +58,104 @@ static void put_metrics(FILE *out, mg_gateway_t *gw, const mg_config_t *conf)
     fprintf(out, "matchgate_reloads_total{result=\"failed\"} %llu\n", (unsigned long long)atomic_load(&gw->reloads_failed));
 }
 
+/* A backend name as a label value: backslash, double quote and newline escaped. */
+static void put_label(FILE *out, const char *value)
+{
+    for (const char *p = value; *p != '\0'; p++) {
+        if (*p == '\\' || *p == '"')
+            fprintf(out, "\\%c", *p);
+        else if (*p == '\n')
+            fputs("\\n", out);
+        else
+            fputc(*p, out);
+    }
+}
+
+static void put_backend_sample(FILE *out, const char *metric, const char *backend, const char *le, const char *value)
+{
+    fprintf(out, "%s{backend=\"", metric);
+    put_label(out, backend);
+    if (le != NULL)
+        fprintf(out, "\",le=\"%s", le);
+    fprintf(out, "\"} %s\n", value);
+}
+
+static void put_backend_u64(FILE *out, const char *metric, const char *backend, uint64_t value)
+{
+    char buf[24];
+    snprintf(buf, sizeof(buf), "%llu", (unsigned long long)value);
+    put_backend_sample(out, metric, backend, NULL, buf);
+}
+
+static void put_wait_histogram(FILE *out, const mg_backend_conf_t *b)
+{
+    static const uint64_t bounds[MG_WAIT_BUCKETS] = MG_WAIT_BUCKET_BOUNDS_US;
+    const char *metric = "matchgate_backend_queue_wait_seconds_bucket";
+    mg_backend_sched_t *bs = b->sched;
+    uint64_t cumulative = 0, count = atomic_load_explicit(&bs->wait_count, memory_order_relaxed);
+    char le[24], value[32];
+    for (size_t i = 0; i < MG_WAIT_BUCKETS; i++) {
+        cumulative += atomic_load_explicit(&bs->wait_buckets[i], memory_order_relaxed);
+        snprintf(le, sizeof(le), "%g", (double)bounds[i] / 1e6);
+        snprintf(value, sizeof(value), "%llu", (unsigned long long)cumulative);
+        put_backend_sample(out, metric, b->name, le, value);
+    }
+    /* read apart from the buckets: +Inf must not fall below the last one */
+    snprintf(value, sizeof(value), "%llu", (unsigned long long)(count > cumulative ? count : cumulative));
+    put_backend_sample(out, metric, b->name, "+Inf", value);
+    snprintf(value, sizeof(value), "%.6f", (double)atomic_load_explicit(&bs->wait_sum_us, memory_order_relaxed) / 1e6);
+    put_backend_sample(out, "matchgate_backend_queue_wait_seconds_sum", b->name, NULL, value);
+    put_backend_u64(out, "matchgate_backend_queue_wait_seconds_count", b->name, count > cumulative ? count : cumulative);
+}
+
+static uint64_t backend_queue_depth(mg_backend_sched_t *bs)
+{
+    mg_sched_stats_t st;
+    mg_sched_stats(bs->sched, &st);
+    return st.waiting;
+}
+
+static uint64_t backend_in_flight(mg_backend_sched_t *bs)
+{
+    return atomic_load_explicit(&bs->running, memory_order_relaxed);
+}
+
+static uint64_t backend_queue_timeouts(mg_backend_sched_t *bs)
+{
+    mg_sched_stats_t st;
+    mg_sched_stats(bs->sched, &st);
+    return st.timeouts;
+}
+
+typedef struct backend_metric {
+    const char *name, *type, *help;
+    uint64_t (*read)(mg_backend_sched_t *bs);
+} backend_metric_t;
+
+static const backend_metric_t backend_metrics[] = {
+    {"matchgate_backend_queue_depth", "gauge", "Requests waiting in the backend's scheduler.", backend_queue_depth},
+    {"matchgate_backend_in_flight", "gauge", "Requests sent to the backend and not finished yet.", backend_in_flight},
+    {"matchgate_backend_queue_timeouts_total", "counter", "Requests that waited queue_timeout and got 503.",
+     backend_queue_timeouts},
+};
+
+/* Per backend of the configuration in use: its scheduler's figures. */
+static void put_backend_metrics(FILE *out, const mg_config_t *conf)
+{
+    for (size_t m = 0; m < sizeof(backend_metrics) / sizeof(backend_metrics[0]); m++) {
+        put_header(out, backend_metrics[m].name, backend_metrics[m].type, backend_metrics[m].help);
+        for (size_t i = 0; i < conf->num_backends; i++)
+            if (conf->backends[i].sched != NULL)
+                put_backend_u64(out, backend_metrics[m].name, conf->backends[i].name,
+                                backend_metrics[m].read(conf->backends[i].sched));
+    }
+    put_header(out, "matchgate_backend_queue_wait_seconds", "histogram",
+               "Time requests waited in the scheduler before being sent.");
+    for (size_t i = 0; i < conf->num_backends; i++)
+        if (conf->backends[i].sched != NULL)
+            put_wait_histogram(out, &conf->backends[i]);
+}
+
 void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
 {
     char *text = NULL;
@@ -67,6 +167,7 @@ void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
         return;
     }
     put_metrics(out, gw, conf);
+    put_backend_metrics(out, conf);
     fclose(out);
     mg_admin_send(req, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
     free(text);

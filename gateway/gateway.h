@@ -47,7 +47,10 @@ typedef struct mg_backend_conf {
     uint64_t connect_timeout_ms;
     uint64_t timeout_ms;
     unsigned retries;
-    atomic_size_t next; /* round-robin cursor shared by all workers */
+    unsigned max_in_flight;         /* requests at the backend at once, all workers together; 0: unlimited */
+    uint64_t queue_timeout_ms;      /* longest wait in the scheduler before a 503 queue-timeout */
+    struct mg_backend_sched *sched; /* the backend's scheduler, owned by the gateway (dispatch.c); NULL in tests */
+    atomic_size_t next;             /* round-robin cursor shared by all workers */
 } mg_backend_conf_t;
 
 typedef struct mg_limits_conf {
@@ -122,7 +125,8 @@ typedef struct mg_config {
  * Loads and validates FILE. Returns NULL after recording every error found (FILE:LINE:COL);
  * warnings may be recorded on success. Defaults: workers = CPUs, shutdown_timeout 10s,
  * max_request_body 10MiB, max_header_size 64KiB, client_idle_timeout 60s, max_http2_streams
- * 100, connect_timeout 2s, timeout 30s, retries 1, balance round_robin, weight 1.
+ * 100, connect_timeout 2s, timeout 30s, retries 1, max_in_flight 0
+ * (unlimited), queue_timeout 5s, balance round_robin, weight 1.
  */
 mg_config_t *mg_config_load(const char *file, mg_errors_t *errs);
 /* Same from memory (tests); `name` is the file name used in messages. */

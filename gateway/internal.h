@@ -191,6 +191,8 @@ typedef struct mg_conn_rate {
 
 #define MG_CONN_RATE_SLOTS 1024
 
+typedef struct mg_expiry mg_expiry_t;
+
 typedef struct mg_worker {
     unsigned id;
     pthread_t thread;
@@ -202,9 +204,13 @@ typedef struct mg_worker {
     mg_upstream_t *upstream;
     h2o_multithread_queue_t *queue;
     h2o_multithread_receiver_t stop_receiver;
-    h2o_multithread_receiver_t conf_receiver; /* "a reload swapped the configuration" */
-    mg_config_t *conf;                        /* current: what requests starting now use */
-    struct mg_conf_hold *holds;               /* configurations this worker holds (conf_refs.c) */
+    h2o_multithread_receiver_t conf_receiver;  /* "a reload swapped the configuration" */
+    h2o_multithread_receiver_t sched_receiver; /* jobs the schedulers hand to this worker (dispatch.c) */
+    mg_expiry_t **expiries;                    /* queue_timeout timers, by mg_backend_sched_t.index */
+    size_t num_expiries;
+    uint64_t jobs;              /* dispatch jobs alive on this worker, orphans included */
+    mg_config_t *conf;          /* current: what requests starting now use */
+    struct mg_conf_hold *holds; /* configurations this worker holds (conf_refs.c) */
     mg_worker_stats_t stats;
     h2o_linklist_t flush_list; /* forwards with body bytes waiting to be sent to the client */
     mg_timers_t timers;
@@ -215,6 +221,24 @@ typedef struct mg_worker {
 } mg_worker_t;
 
 typedef struct mg_admin mg_admin_t;
+
+/* Upper bounds of the waiting-time histogram's buckets, in microseconds (+Inf is the count). */
+#define MG_WAIT_BUCKETS 12
+#define MG_WAIT_BUCKET_BOUNDS_US                                                                                                   \
+    {                                                                                                                              \
+        1000, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000                               \
+    }
+
+/* A backend's scheduler, kept by name for the life of the process: a reload that keeps the
+ * backend keeps its waiting requests (dispatch.c). Counters for /metrics beside it. */
+typedef struct mg_backend_sched {
+    char *name;
+    struct mg_sched *sched;
+    size_t index;                                       /* in mg_gateway.scheds */
+    atomic_uint_fast64_t wait_buckets[MG_WAIT_BUCKETS]; /* started requests by time waited (not cumulative) */
+    atomic_uint_fast64_t wait_count, wait_sum_us;
+    atomic_uint_fast64_t running; /* requests sent (started) and not yet completed */
+} mg_backend_sched_t;
 
 struct mg_gateway {
     /* The current configuration (one reference). Written only by a reload, under both locks;
@@ -232,8 +256,10 @@ struct mg_gateway {
     h2o_pathconf_t *pathconf;
     SSL_CTX **ssl_ctxs; /* one per listener, NULL for plain */
     mg_worker_t *workers;
-    mg_admin_t *admin;       /* NULL without admin.address */
-    mg_throttle_t *throttle; /* every quota's state; outlives configurations (reloads) */
+    mg_admin_t *admin;           /* NULL without admin.address */
+    mg_throttle_t *throttle;     /* every quota's state; outlives configurations (reloads) */
+    mg_backend_sched_t **scheds; /* every backend's scheduler, by name; grown by reloads (under reload_lock) */
+    size_t num_scheds;
 };
 
 /* One accepted request, from on_req until h2o disposes it (allocated in the request's pool). */
@@ -253,6 +279,7 @@ typedef struct mg_request {
     uint64_t bytes_sent;        /* body bytes, for the access log */
     const char *server;         /* backend server url chosen last, or NULL */
     struct mg_forward *forward; /* non-NULL while forwarding */
+    struct mg_job *job;         /* non-NULL from the scheduler's submit until disposed (dispatch.c) */
     mg_decision_t limit;        /* the quota decision shown in RateLimit-* (has_limit) */
     int has_limit;
 } mg_request_t;
@@ -287,7 +314,26 @@ int mg_limits_parse_key(const char *key, size_t len, mg_str_t *route, mg_str_t *
 /* After a reload: moves every key of the throttle to the quota `conf` gives it. */
 void mg_limits_requota(mg_throttle_t *t, const mg_config_t *conf);
 
-/* Starts forwarding `r` to the route's backend (forward.c). Always ends with a response. */
+/* ---------------------------------------------------------------------------------------
+ * Dispatch through the backends' schedulers (dispatch.c)
+ */
+
+/* Gives every backend of `conf` its scheduler: the one of the same name from an earlier
+ * configuration (reconfigured: its waiting requests stay), else a new one. 0, or -1 when out of
+ * memory. Main thread or under reload_lock, before `conf` is published. */
+int mg_dispatch_bind(mg_gateway_t *gw, mg_config_t *conf);
+/* Sends `r` to the route's backend through its scheduler: at once, or when its turn comes
+ * (ordering key, max_in_flight), or a 503 (queue-full, queue-timeout). Always ends with a
+ * response. `ctx` is the routing context after the route's actions (for order.key). */
+void mg_dispatch_forward(mg_request_t *r, const mg_ctx_t *ctx);
+/* The request is being disposed: completes its job (the next one of its key may start) or
+ * withdraws it while it waits. */
+void mg_dispatch_release(mg_request_t *r);
+/* A worker's receiver for scheduler deliveries (after its queue exists), and its timers' end. */
+void mg_dispatch_worker_init(mg_worker_t *w);
+void mg_dispatch_worker_dispose(mg_worker_t *w);
+
+/* Starts forwarding `r` to the route's backend now (forward.c). Always ends with a response. */
 void mg_forward_start(mg_request_t *r);
 /* Cancels the backend transfer of a request whose client went away. */
 void mg_forward_cancel(mg_request_t *r);

@@ -145,6 +145,7 @@ static void on_request_dispose(void *p)
     mg_request_t *r = p;
     if (r->forward != NULL)
         mg_forward_cancel(r);
+    mg_dispatch_release(r); /* after the transfer stopped: the next request of its key may start */
     if (!r->logged && r->status == 0)
         r->status = 499; /* the client closed before a response could be sent (nginx's code) */
     mg_request_log(r);
@@ -305,7 +306,7 @@ static void dispatch(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_result
     r->send_host = res->host;
     if (res->headers_changed)
         replace_request_headers(r->req, ctx);
-    mg_forward_start(r);
+    mg_dispatch_forward(r, ctx);
 }
 
 /* What every request must pass before routing: size limits, a path, a Host, the tenant rules. */

@@ -125,7 +125,7 @@ static void worker_park(void)
  * has no way to close them early, and a client sending on one now gets the connection closed. */
 static int worker_done(mg_worker_t *w)
 {
-    return w->stopping && mg_stat_read(&w->stats.in_flight) == 0 && h2o_linklist_is_empty(&w->ctx.http2._conns);
+    return w->stopping && mg_stat_read(&w->stats.in_flight) == 0 && w->jobs == 0 && h2o_linklist_is_empty(&w->ctx.http2._conns);
 }
 
 static void *worker_main(void *arg)
@@ -136,6 +136,7 @@ static void *worker_main(void *arg)
     h2o_context_init(&w->ctx, h2o_evloop_create(), &w->gw->globalconf);
     w->queue = h2o_multithread_create_queue(w->ctx.loop);
     h2o_multithread_register_receiver(w->queue, &w->stop_receiver, on_stop_message);
+    mg_dispatch_worker_init(w);
     mg_worker_conf_init(w);
     worker_init(w);
     worker_report(&num_ready);
@@ -144,6 +145,7 @@ static void *worker_main(void *arg)
         h2o_evloop_run(w->ctx.loop, INT32_MAX);
     mg_upstream_destroy(w->upstream);
     w->upstream = NULL;
+    mg_dispatch_worker_dispose(w);
     mg_worker_conf_dispose(w);
     worker_park();
     return NULL;
@@ -318,6 +320,11 @@ int mg_gateway_reload(mg_gateway_t *gw, mg_errors_t *errs)
         mg_config_free(conf);
         conf = NULL;
     }
+    if (conf != NULL && mg_dispatch_bind(gw, conf) != 0) {
+        mg_errors_add(errs, NULL, "out of memory for the backends' schedulers");
+        mg_config_free(conf);
+        conf = NULL;
+    }
     if (conf != NULL) {
         mg_config_t *old = mg__gateway_conf_publish(gw, conf);
         on_config_swapped(gw, old, conf);
@@ -351,6 +358,10 @@ static int gateway_init(mg_gateway_t *gw, mg_config_t *conf)
     gw->num_listeners = conf->num_listeners;
     gw->workers = calloc(conf->workers, sizeof(*gw->workers));
     if ((gw->throttle = mg_throttle_new()) == NULL) {
+        fprintf(stderr, "matchgate: out of memory\n");
+        return -1;
+    }
+    if (mg_dispatch_bind(gw, conf) != 0) {
         fprintf(stderr, "matchgate: out of memory\n");
         return -1;
     }

@@ -4,6 +4,7 @@
  *
  * Everything kept is copied out of the nodes, which die with their document after compile.
  */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -29,12 +30,14 @@ typedef struct mg_routes_builder {
     unsigned unsure; /* > 0 while reading below a condition that did not compile */
 } mg_routes_builder_t;
 
-static const char *const mg_route_keys[] = {"name", "match", "actions", "forward", "respond", "redirect", "routes", "quota", NULL};
+static const char *const mg_route_keys[] = {"name",     "match",  "actions", "forward", "respond",
+                                            "redirect", "routes", "quota",   "order",   NULL};
 static const char *const mg_route_terminals[] = {"forward", "respond", "redirect", "routes", NULL};
 static const char *const mg_forward_keys[] = {"backend", "host", NULL};
 static const char *const mg_redirect_keys[] = {"location", "status", NULL};
 static const char *const mg_respond_keys[] = {"status", "body", "headers", NULL};
 static const char *const mg_route_quota_keys[] = {"requests", "per", "key", NULL};
+static const char *const mg_route_order_keys[] = {"key", "priority_header", NULL};
 
 static mg_route_t **mg_route_list_compile(mg_routes_builder_t *b, const mg_node_t *seq, const mg_route_t *parent, size_t *size);
 
@@ -202,6 +205,59 @@ static void mg_route_read_quota(mg_routes_builder_t *b, mg_route_t *r, const mg_
         r->quota.limit = limit;
     if ((key = mg_node_get(node, "key")) != NULL) /* checked even after an error: one run shows all */
         r->quota.key = mg_route_template(b, r, key, MG_TARGET_HEADER);
+}
+
+/* A header name for order.priority_header, lower-cased; NULL after recording an error. */
+static char *mg_route_header_name(mg_routes_builder_t *b, const mg_node_t *node)
+{
+    mg_str_t s;
+    if (mg_read_str(node, &s, b->errs) != 0)
+        return NULL;
+    for (size_t i = 0; i != s.len; ++i) {
+        if (!mg__is_tchar(s.base[i])) {
+            mg_errors_add(b->errs, node, "invalid header name '%.*s'", (int)s.len, s.base);
+            return NULL;
+        }
+    }
+    if (s.len == 0) {
+        mg_errors_add(b->errs, node, "the header name must not be empty");
+        return NULL;
+    }
+    char *name = malloc(s.len + 1);
+    if (name == NULL)
+        abort();
+    for (size_t i = 0; i != s.len; ++i)
+        name[i] = (char)tolower((unsigned char)s.base[i]);
+    name[s.len] = '\0';
+    return name;
+}
+
+/* `order: {key: T, priority_header: H}`: the key is a header-like value (decoded); required. */
+static void mg_route_read_order(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *map)
+{
+    const mg_node_t *node = mg_node_get(map, "order"), *key, *header;
+
+    if (node == NULL || mg_node_expect(node, MG_NODE_MAPPING, b->errs) != 0)
+        return;
+    mg_node_check_keys(node, mg_route_order_keys, b->errs);
+    if ((key = mg_node_require(node, "key", b->errs)) != NULL)
+        r->order.key = mg_route_template(b, r, key, MG_TARGET_HEADER);
+    if ((header = mg_node_get(node, "priority_header")) != NULL)
+        r->order.priority_header = mg_route_header_name(b, header);
+}
+
+const mg_route_t *mg_route_order(const mg_route_t *leaf)
+{
+    for (const mg_route_t *r = leaf; r != NULL; r = r->parent) {
+        if (r->order.key != NULL)
+            return r;
+    }
+    return NULL;
+}
+
+int mg_order_is_high(mg_str_t value)
+{
+    return value.len == 4 && strncasecmp(value.base, "high", 4) == 0;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -413,6 +469,7 @@ static mg_route_t *mg_route_compile(mg_routes_builder_t *b, const mg_node_t *map
     b->unsure += unsure;
     mg_route_read_actions(b, r, map);
     mg_route_read_quota(b, r, map);
+    mg_route_read_order(b, r, map);
     mg_route_read_terminal(b, r, map);
     b->unsure -= unsure;
     return r;
@@ -536,6 +593,8 @@ static void mg_route_free(mg_route_t *r)
     mg_template_free(r->forward.host);
     mg_template_free(r->redirect.location);
     mg_template_free(r->quota.key);
+    mg_template_free(r->order.key);
+    free(r->order.priority_header);
     mg__actions_free(r->actions, r->num_actions);
     mg_matcher_free(r->match);
     free(r->name);

@@ -111,6 +111,13 @@ struct mg_route {
         mg_quota_t limit;   /* limit.requests == 0: the route has no quota */
         mg_template_t *key; /* NULL: the request's tenant */
     } quota;
+    /* `order: {key: T, priority_header: H}`: requests whose key expands to the same non-empty
+     * value run one at a time at the backend, in arrival order. Applies to the route and its
+     * children; the nearest one up the tree wins (mg_route_order). */
+    struct {
+        mg_template_t *key;    /* NULL: the route sets no ordering */
+        char *priority_header; /* lower case; NULL: every request has normal priority */
+    } order;
     mg_route_t **children;
     size_t num_children;
     const mg_route_t *parent;
@@ -170,6 +177,12 @@ int mg_route_apply(const mg_route_t *leaf, mg_ctx_t *ctx, mg_route_result_t *res
  * after recording errors at their positions.
  */
 int mg_quota_read(const mg_node_t *node, const char *const *keys, mg_quota_t *out, mg_errors_t *errs);
+
+/* The `order:` that applies to `leaf`: its own, else its nearest ancestor's; NULL when none. */
+const mg_route_t *mg_route_order(const mg_route_t *leaf);
+
+/* 1 when the request's priority header value asks for high priority ("high", any case). */
+int mg_order_is_high(mg_str_t value);
 
 /* Number of routes in the whole tree (branches included). */
 size_t mg_routes_count(const mg_routes_t *routes);

@@ -21,7 +21,7 @@ static int fail(char *why, size_t len, const char *fmt, ...)
     return -1;
 }
 
-static int check_queue(const mg__key_t *k, int prio, uint32_t *n, char *why, size_t len)
+static int check_queue(const mg__sched_key_t *k, int prio, uint32_t *n, char *why, size_t len)
 {
     for (mg__link_t *l = k->queue[prio].next; l != &k->queue[prio]; l = l->next) {
         const mg_sched_task_t *t = mg__task_of_link(l);
@@ -35,13 +35,13 @@ static int check_queue(const mg__key_t *k, int prio, uint32_t *n, char *why, siz
 }
 
 /* The priority of an IN_RING key's next task, as key_peek computes it (I2). */
-static int next_priority(const mg_sched_t *s, const mg__key_t *k)
+static int next_priority(const mg_sched_t *s, const mg__sched_key_t *k)
 {
     int high = !mg__link_empty(&k->queue[MG_SCHED_HIGH]), normal = !mg__link_empty(&k->queue[MG_SCHED_NORMAL]);
     return high && (!normal || k->high_streak < s->cfg.high_burst) ? MG_SCHED_HIGH : MG_SCHED_NORMAL;
 }
 
-static int check_key(const mg_sched_t *s, const mg__key_t *k, walk_t *w, char *why, size_t len)
+static int check_key(const mg_sched_t *s, const mg__sched_key_t *k, walk_t *w, char *why, size_t len)
 {
     uint32_t n = 0;
     if (check_queue(k, MG_SCHED_HIGH, &n, why, len) || check_queue(k, MG_SCHED_NORMAL, &n, why, len))
@@ -50,7 +50,7 @@ static int check_key(const mg_sched_t *s, const mg__key_t *k, walk_t *w, char *w
         return fail(why, len, "key %.*s: %u tasks queued, %u counted", (int)k->len, k->name, n, k->waiting);
     w->waiting += n;
     int in_ring = k->ring.link.next != NULL;
-    switch (mg__key_ring_state(k)) {
+    switch (mg__sched_key_ring_state(k)) {
     case MG__KEY_NONE:
         if (!k->running || k->running->mg__.key != k || in_ring)
             return fail(why, len, "key %.*s: neither running nor waiting for a slot, or in a ring", (int)k->len, k->name);
@@ -70,7 +70,7 @@ static int check_key(const mg_sched_t *s, const mg__key_t *k, walk_t *w, char *w
         w->granted++;
         return 0;
     default:
-        return fail(why, len, "key %.*s: ring state %d", (int)k->len, k->name, mg__key_ring_state(k));
+        return fail(why, len, "key %.*s: ring state %d", (int)k->len, k->name, mg__sched_key_ring_state(k));
     }
 }
 
@@ -98,7 +98,7 @@ static int check_shard(const mg_sched_t *s, int i, walk_t *w, char *why, size_t 
     const mg__shard_t *sh = &s->shards[i];
     uint32_t keys = 0;
     for (uint32_t b = 0; b < sh->nbuckets; b++) {
-        for (const mg__key_t *k = sh->buckets[b]; k; k = k->hnext, keys++) {
+        for (const mg__sched_key_t *k = sh->buckets[b]; k; k = k->hnext, keys++) {
             if ((k->hash & (sh->nbuckets - 1)) != b || k->shard != i || (int)(k->hash >> (64 - MG__SHARD_BITS)) != i)
                 return fail(why, len, "key %.*s in the wrong bucket or shard", (int)k->len, k->name);
             if (check_key(s, k, w, why, len))

@@ -39,11 +39,11 @@ int mg_sched_cancel(mg_sched_t *s, mg_sched_task_t *t)
     return waiting;
 }
 
-static void cancel_queue(mg_sched_t *s, mg__key_t *k, mg__link_t *q, mg__outbox_t *o)
+static void cancel_queue(mg_sched_t *s, mg__sched_key_t *k, mg__link_t *q, mg__outbox_t *o)
 {
     while (!mg__link_empty(q)) {
         mg_sched_task_t *t = mg__task_of_link(q->next);
-        mg__key_unqueue(s, k, t);
+        mg__sched_key_unqueue(s, k, t);
         mg__outbox_add(o, t, MG_SCHED_CANCELLED);
         s->shards[k->shard].cancelled++;
     }
@@ -55,11 +55,11 @@ int mg_sched_drain(mg_sched_t *s, const char *key, size_t len, mg_sched_drain_mo
         return 0;
     if (len > MG_SCHED_MAX_KEY_LEN)
         len = MG_SCHED_MAX_KEY_LEN;
-    uint64_t hash = mg__key_hash(s, key, len);
+    uint64_t hash = mg__sched_key_hash(s, key, len);
     mg__shard_t *sh = mg__shard_of(s, hash);
     mg__outbox_t o = MG__OUTBOX_INIT(o);
     pthread_mutex_lock(&sh->lock);
-    mg__key_t *k = mg__keytab_find(sh, key, len, hash);
+    mg__sched_key_t *k = mg__sched_keytab_find(sh, key, len, hash);
     int r = k ? 1 : 0;
     if (k && done && k->done)
         r = -1;
@@ -70,7 +70,7 @@ int mg_sched_drain(mg_sched_t *s, const char *key, size_t len, mg_sched_drain_mo
         if (mode == MG_SCHED_DRAIN_CANCEL) {
             cancel_queue(s, k, &k->queue[MG_SCHED_HIGH], &o);
             cancel_queue(s, k, &k->queue[MG_SCHED_NORMAL], &o);
-            mg__key_settle(s, k, &o);
+            mg__sched_key_settle(s, k, &o);
         }
     }
     pthread_mutex_unlock(&sh->lock);
@@ -185,14 +185,14 @@ mg_sched_t *mg_sched_new(const mg_sched_config_t *cfg, const mg_sched_executor_t
         return NULL;
     memset(s, 0, sizeof(*s));
     for (int i = 0; i < MG__SHARDS; i++) {
-        if (mg__keytab_init(&s->shards[i]) != 0) {
+        if (mg__sched_keytab_init(&s->shards[i]) != 0) {
             mg_sched_free(s);
             return NULL;
         }
         mutex_init(&s->shards[i].lock);
         mg__link_init(&s->shards[i].fifo);
     }
-    mg__keytab_seed(s);
+    mg__sched_keytab_seed(s);
     mutex_init(&s->lock);
     s->cfg = with_defaults(cfg);
     s->ex = *executor;
@@ -210,7 +210,7 @@ void mg_sched_free(mg_sched_t *s)
     for (int i = 0; i < MG__SHARDS; i++) {
         if (s->shards[i].buckets)
             pthread_mutex_destroy(&s->shards[i].lock);
-        mg__keytab_dispose(&s->shards[i]);
+        mg__sched_keytab_dispose(&s->shards[i]);
     }
     pthread_mutex_destroy(&s->lock);
     free(s);

@@ -54,11 +54,11 @@ typedef struct mg__sched_key {
     uint8_t draining, shard;
     uint32_t len;
     char name[];
-} mg__key_t;
+} mg__sched_key_t;
 
 typedef struct mg__shard {
     pthread_mutex_t lock;
-    mg__key_t **buckets; /* chained hash table of the shard's keys */
+    mg__sched_key_t **buckets; /* chained hash table of the shard's keys */
     uint32_t nbuckets, nkeys;
     mg__link_t fifo; /* waiting ordered tasks of its keys, by submission time */
     uint32_t waiting, waiting_high;
@@ -123,12 +123,12 @@ static inline void mg__task_set_state(mg_sched_task_t *t, uint8_t state)
     __atomic_store_n(&t->mg__.node.state, state, __ATOMIC_RELAXED);
 }
 
-static inline uint8_t mg__key_ring_state(const mg__key_t *k)
+static inline uint8_t mg__sched_key_ring_state(const mg__sched_key_t *k)
 {
     return __atomic_load_n(&k->ring.state, __ATOMIC_RELAXED);
 }
 
-static inline void mg__key_set_ring_state(mg__key_t *k, uint8_t state)
+static inline void mg__sched_key_set_ring_state(mg__sched_key_t *k, uint8_t state)
 {
     __atomic_store_n(&k->ring.state, state, __ATOMIC_RELAXED);
 }
@@ -154,7 +154,7 @@ static inline uint32_t mg__nring(const mg_sched_t *s)
  * order they were taken, and keys granted a slot, to be started (mg__flush). */
 typedef struct mg__outbox {
     mg_sched_task_t *head, **tail;
-    mg__key_t *grants, **grants_tail;
+    mg__sched_key_t *grants, **grants_tail;
 } mg__outbox_t;
 
 #define MG__OUTBOX_INIT(o)                                                                                                         \
@@ -173,30 +173,30 @@ void mg__pump(mg_sched_t *s, mg__outbox_t *o);
 void mg__withdraw(mg_sched_t *s, mg_sched_task_t *t, mg__outbox_t *o);
 /* Under the shard's lock: takes a waiting task out of its key's queue and the shard's list,
  * without settling the key. */
-void mg__key_unqueue(mg_sched_t *s, mg__key_t *k, mg_sched_task_t *t);
+void mg__sched_key_unqueue(mg_sched_t *s, mg__sched_key_t *k, mg_sched_task_t *t);
 /* Under the shard's lock, after waiting tasks of `k` went away: releases a key left with
  * nothing, moves one whose next task changed priority to that ring. */
-void mg__key_settle(mg_sched_t *s, mg__key_t *k, mg__outbox_t *o);
+void mg__sched_key_settle(mg_sched_t *s, mg__sched_key_t *k, mg__outbox_t *o);
 /* Takes every lock (shards in order, then the backend's), and gives them back. */
 void mg__lock_all(mg_sched_t *s);
 void mg__unlock_all(mg_sched_t *s);
 
 /* keytab.c: the keys with state, per shard. The caller holds the shard's lock (except for
- * mg__key_hash). */
-int mg__keytab_init(mg__shard_t *sh);
-void mg__keytab_dispose(mg__shard_t *sh);
-void mg__keytab_seed(mg_sched_t *s);
-uint64_t mg__key_hash(const mg_sched_t *s, const char *key, size_t len);
+ * mg__sched_key_hash). */
+int mg__sched_keytab_init(mg__shard_t *sh);
+void mg__sched_keytab_dispose(mg__shard_t *sh);
+void mg__sched_keytab_seed(mg_sched_t *s);
+uint64_t mg__sched_key_hash(const mg_sched_t *s, const char *key, size_t len);
 static inline mg__shard_t *mg__shard_of(mg_sched_t *s, uint64_t hash)
 {
     return &s->shards[hash >> (64 - MG__SHARD_BITS)]; /* the top bits; the tables use the low ones */
 }
-mg__key_t *mg__keytab_find(const mg__shard_t *sh, const char *key, size_t len, uint64_t hash);
+mg__sched_key_t *mg__sched_keytab_find(const mg__shard_t *sh, const char *key, size_t len, uint64_t hash);
 /* A new key's state (not in the table yet); NULL when out of memory. */
-mg__key_t *mg__key_new(const char *key, size_t len, uint64_t hash);
-void mg__keytab_insert(mg__shard_t *sh, mg__key_t *k);
+mg__sched_key_t *mg__sched_key_new(const char *key, size_t len, uint64_t hash);
+void mg__sched_keytab_insert(mg__shard_t *sh, mg__sched_key_t *k);
 /* Takes `k` out of the table and frees it. */
-void mg__keytab_delete(mg__shard_t *sh, mg__key_t *k);
+void mg__sched_keytab_delete(mg__shard_t *sh, mg__sched_key_t *k);
 
 /* check.c: verifies every invariant of a scheduler (tests, debugging), under all its locks.
  * 0 when all hold; -1 with the first broken one in `why`. `quiet`: no call is in progress in

@@ -42,7 +42,7 @@ static void sip_absorb(uint64_t v[4], uint64_t m)
 }
 
 /* SipHash-1-3 (one compression round, three finalization rounds). */
-uint64_t mg__key_hash(const mg_sched_t *s, const char *key, size_t len)
+uint64_t mg__sched_key_hash(const mg_sched_t *s, const char *key, size_t len)
 {
     uint64_t v[4] = {s->hash_seed[0] ^ UINT64_C(0x736f6d6570736575), s->hash_seed[1] ^ UINT64_C(0x646f72616e646f6d),
                      s->hash_seed[0] ^ UINT64_C(0x6c7967656e657261), s->hash_seed[1] ^ UINT64_C(0x7465646279746573)};
@@ -63,7 +63,7 @@ uint64_t mg__key_hash(const mg_sched_t *s, const char *key, size_t len)
     return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
 
-void mg__keytab_seed(mg_sched_t *s)
+void mg__sched_keytab_seed(mg_sched_t *s)
 {
     if (getrandom(s->hash_seed, sizeof(s->hash_seed), GRND_NONBLOCK) != (ssize_t)sizeof(s->hash_seed)) {
         /* no entropy yet (early boot): still different per process and per scheduler */
@@ -76,16 +76,16 @@ void mg__keytab_seed(mg_sched_t *s)
 
 /* Bucket arrays are whole cache lines of their own, so that two shards' small tables never
  * share one (threads working on different shards would bounce it between their cores). */
-static mg__key_t **buckets_new(uint32_t n)
+static mg__sched_key_t **buckets_new(uint32_t n)
 {
-    size_t size = n * sizeof(mg__key_t *);
-    mg__key_t **b = aligned_alloc(64, (size + 63) & ~(size_t)63);
+    size_t size = n * sizeof(mg__sched_key_t *);
+    mg__sched_key_t **b = aligned_alloc(64, (size + 63) & ~(size_t)63);
     if (b)
         memset(b, 0, size);
     return b;
 }
 
-int mg__keytab_init(mg__shard_t *sh)
+int mg__sched_keytab_init(mg__shard_t *sh)
 {
     sh->nbuckets = MIN_BUCKETS;
     sh->nkeys = 0;
@@ -93,10 +93,10 @@ int mg__keytab_init(mg__shard_t *sh)
     return sh->buckets ? 0 : -1;
 }
 
-void mg__keytab_dispose(mg__shard_t *sh)
+void mg__sched_keytab_dispose(mg__shard_t *sh)
 {
     for (uint32_t i = 0; sh->buckets && i < sh->nbuckets; i++) {
-        for (mg__key_t *k = sh->buckets[i], *next; k; k = next) {
+        for (mg__sched_key_t *k = sh->buckets[i], *next; k; k = next) {
             next = k->hnext;
             free(k);
         }
@@ -105,18 +105,18 @@ void mg__keytab_dispose(mg__shard_t *sh)
     sh->buckets = NULL;
 }
 
-mg__key_t *mg__keytab_find(const mg__shard_t *sh, const char *key, size_t len, uint64_t hash)
+mg__sched_key_t *mg__sched_keytab_find(const mg__shard_t *sh, const char *key, size_t len, uint64_t hash)
 {
-    for (mg__key_t *k = sh->buckets[hash & (sh->nbuckets - 1)]; k; k = k->hnext) {
+    for (mg__sched_key_t *k = sh->buckets[hash & (sh->nbuckets - 1)]; k; k = k->hnext) {
         if (k->hash == hash && k->len == len && memcmp(k->name, key, len) == 0)
             return k;
     }
     return NULL;
 }
 
-mg__key_t *mg__key_new(const char *key, size_t len, uint64_t hash)
+mg__sched_key_t *mg__sched_key_new(const char *key, size_t len, uint64_t hash)
 {
-    mg__key_t *k = malloc(sizeof(*k) + len);
+    mg__sched_key_t *k = malloc(sizeof(*k) + len);
     if (!k)
         return NULL;
     memset(k, 0, sizeof(*k));
@@ -132,11 +132,11 @@ mg__key_t *mg__key_new(const char *key, size_t len, uint64_t hash)
 /* Rehashes into `n` buckets; keeps the old table when out of memory (chains just get longer). */
 static void resize(mg__shard_t *sh, uint32_t n)
 {
-    mg__key_t **b = buckets_new(n);
+    mg__sched_key_t **b = buckets_new(n);
     if (!b)
         return;
     for (uint32_t i = 0; i < sh->nbuckets; i++) {
-        for (mg__key_t *k = sh->buckets[i], *next; k; k = next) {
+        for (mg__sched_key_t *k = sh->buckets[i], *next; k; k = next) {
             next = k->hnext;
             k->hnext = b[k->hash & (n - 1)];
             b[k->hash & (n - 1)] = k;
@@ -147,18 +147,18 @@ static void resize(mg__shard_t *sh, uint32_t n)
     sh->nbuckets = n;
 }
 
-void mg__keytab_insert(mg__shard_t *sh, mg__key_t *k)
+void mg__sched_keytab_insert(mg__shard_t *sh, mg__sched_key_t *k)
 {
-    mg__key_t **head = &sh->buckets[k->hash & (sh->nbuckets - 1)];
+    mg__sched_key_t **head = &sh->buckets[k->hash & (sh->nbuckets - 1)];
     k->hnext = *head;
     *head = k;
     if (++sh->nkeys > sh->nbuckets && sh->nbuckets < (UINT32_C(1) << 31))
         resize(sh, sh->nbuckets * 2);
 }
 
-void mg__keytab_delete(mg__shard_t *sh, mg__key_t *k)
+void mg__sched_keytab_delete(mg__shard_t *sh, mg__sched_key_t *k)
 {
-    mg__key_t **p = &sh->buckets[k->hash & (sh->nbuckets - 1)];
+    mg__sched_key_t **p = &sh->buckets[k->hash & (sh->nbuckets - 1)];
     while (*p != k)
         p = &(*p)->hnext;
     *p = k->hnext;

@@ -263,14 +263,14 @@ static void uwait_remove(mg_sched_t *s, mg_sched_task_t *t)
 
 /* The key's next task and its priority: the oldest high task, unless high_burst high tasks
  * in a row have overtaken waiting normal ones; then the oldest normal task. */
-static mg_sched_task_t *key_peek(const mg_sched_t *s, const mg__key_t *k, int *prio)
+static mg_sched_task_t *key_peek(const mg_sched_t *s, const mg__sched_key_t *k, int *prio)
 {
     int high = !mg__link_empty(&k->queue[HIGH]), normal = !mg__link_empty(&k->queue[NORMAL]);
     *prio = high && (!normal || k->high_streak < s->cfg.high_burst) ? HIGH : NORMAL;
     return high || normal ? mg__task_of_link(k->queue[*prio].next) : NULL;
 }
 
-static void key_enqueue(mg_sched_t *s, mg__key_t *k, mg_sched_task_t *t)
+static void key_enqueue(mg_sched_t *s, mg__sched_key_t *k, mg_sched_task_t *t)
 {
     mg__shard_t *sh = &s->shards[k->shard];
     t->mg__.key = k;
@@ -282,7 +282,7 @@ static void key_enqueue(mg_sched_t *s, mg__key_t *k, mg_sched_task_t *t)
     sh->waiting_high += t->mg__.node.priority == HIGH;
 }
 
-void mg__key_unqueue(mg_sched_t *s, mg__key_t *k, mg_sched_task_t *t)
+void mg__sched_key_unqueue(mg_sched_t *s, mg__sched_key_t *k, mg_sched_task_t *t)
 {
     mg__shard_t *sh = &s->shards[k->shard];
     mg__link_remove(&t->mg__.node.link);
@@ -294,12 +294,12 @@ void mg__key_unqueue(mg_sched_t *s, mg__key_t *k, mg_sched_task_t *t)
 }
 
 /* Starts the key's next task on the slot the key holds, or has just been granted. */
-static void key_start(mg_sched_t *s, mg__key_t *k, mg__outbox_t *o, uint32_t turns, int counted)
+static void key_start(mg_sched_t *s, mg__sched_key_t *k, mg__outbox_t *o, uint32_t turns, int counted)
 {
     int prio;
     mg_sched_task_t *t = key_peek(s, k, &prio);
     int normal_waits = !mg__link_empty(&k->queue[NORMAL]);
-    mg__key_unqueue(s, k, t);
+    mg__sched_key_unqueue(s, k, t);
     k->high_streak = prio == HIGH && normal_waits ? k->high_streak + 1 : 0;
     k->running = t;
     k->turns = turns;
@@ -308,23 +308,23 @@ static void key_start(mg_sched_t *s, mg__key_t *k, mg__outbox_t *o, uint32_t tur
 }
 
 /* A key with nothing running and nothing waiting: its state goes (and the drain's notice). */
-static void key_release(mg_sched_t *s, mg__key_t *k, mg__outbox_t *o)
+static void key_release(mg_sched_t *s, mg__sched_key_t *k, mg__outbox_t *o)
 {
     if (k->done)
         mg__outbox_add(o, k->done, MG_SCHED_DRAINED);
-    mg__keytab_delete(&s->shards[k->shard], k);
+    mg__sched_keytab_delete(&s->shards[k->shard], k);
 }
 
-void mg__key_settle(mg_sched_t *s, mg__key_t *k, mg__outbox_t *o)
+void mg__sched_key_settle(mg_sched_t *s, mg__sched_key_t *k, mg__outbox_t *o)
 {
-    if (k->running || mg__key_ring_state(k) == MG__KEY_GRANTED)
+    if (k->running || mg__sched_key_ring_state(k) == MG__KEY_GRANTED)
         return; /* a GRANTED key's starter settles it */
     pthread_mutex_lock(&s->lock);
     /* IN_RING, unless the backend has granted it since: then its starter settles it */
-    if (mg__key_ring_state(k) == MG__KEY_IN_RING) {
+    if (mg__sched_key_ring_state(k) == MG__KEY_IN_RING) {
         if (k->waiting == 0) {
             ring_remove(s, &k->ring);
-            mg__key_set_ring_state(k, MG__KEY_NONE);
+            mg__sched_key_set_ring_state(k, MG__KEY_NONE);
             pthread_mutex_unlock(&s->lock);
             key_release(s, k, o);
             return;
@@ -344,8 +344,8 @@ void mg__key_settle(mg_sched_t *s, mg__key_t *k, mg__outbox_t *o)
 static void grant(mg_sched_t *s, mg__node_t *n, mg__outbox_t *o)
 {
     if (n->kind == MG__NODE_KEY) {
-        mg__key_t *k = MG__CONTAINER(n, mg__key_t, ring);
-        mg__key_set_ring_state(k, MG__KEY_GRANTED);
+        mg__sched_key_t *k = MG__CONTAINER(n, mg__sched_key_t, ring);
+        mg__sched_key_set_ring_state(k, MG__KEY_GRANTED);
         k->grant_next = NULL;
         *o->grants_tail = k;
         o->grants_tail = &k->grant_next;
@@ -365,13 +365,13 @@ void mg__pump(mg_sched_t *s, mg__outbox_t *o)
 
 /* Starts a granted key's next task, or, when its tasks went away since, gives the slot back and
  * releases the key. */
-static void start_granted(mg_sched_t *s, mg__key_t *k, mg__outbox_t *o)
+static void start_granted(mg_sched_t *s, mg__sched_key_t *k, mg__outbox_t *o)
 {
     mg__shard_t *sh = &s->shards[k->shard];
     int prio;
     MG__SCHED_HOOK(6);
     pthread_mutex_lock(&sh->lock);
-    mg__key_set_ring_state(k, MG__KEY_NONE);
+    mg__sched_key_set_ring_state(k, MG__KEY_NONE);
     int nothing = key_peek(s, k, &prio) == NULL;
     if (nothing)
         key_release(s, k, o);
@@ -385,7 +385,7 @@ static void start_granted(mg_sched_t *s, mg__key_t *k, mg__outbox_t *o)
 void mg__flush(mg_sched_t *s, mg__outbox_t *o)
 {
     while (o->grants) { /* in grant order; a start may give a slot back, and the pump grant it again */
-        mg__key_t *k = o->grants;
+        mg__sched_key_t *k = o->grants;
         if (!(o->grants = k->grant_next))
             o->grants_tail = &o->grants;
         start_granted(s, k, o);
@@ -410,7 +410,7 @@ static void pass_slot(mg_sched_t *s, mg__outbox_t *o)
 
 /* Under the shard's lock: the running task `t` of `k` completed. Returns 1 when the caller must
  * give the task's slot back (with slot_release, once the shard's lock is released). */
-static int key_done(mg_sched_t *s, mg__key_t *k, mg_sched_task_t *t, mg__outbox_t *o)
+static int key_done(mg_sched_t *s, mg__sched_key_t *k, mg_sched_task_t *t, mg__outbox_t *o)
 {
     int prio, counted = t->mg__.node.counted;
     k->running = NULL;
@@ -431,7 +431,7 @@ static int key_done(mg_sched_t *s, mg__key_t *k, mg_sched_task_t *t, mg__outbox_
     }
     /* its turn is over: to the tail of its ring, and the slot to the next entry */
     pthread_mutex_lock(&s->lock);
-    mg__key_set_ring_state(k, MG__KEY_IN_RING);
+    mg__sched_key_set_ring_state(k, MG__KEY_IN_RING);
     ring_push(s, &k->ring, prio);
     if (counted)
         pass_slot(s, o);
@@ -445,7 +445,7 @@ static int key_done(mg_sched_t *s, mg__key_t *k, mg_sched_task_t *t, mg__outbox_
 
 /* A new key with its first task: starts at once when a slot is free and nobody waits for one,
  * else waits in a ring. Under the shard's lock; takes the backend's when it cannot start. */
-static mg_sched_result_t submit_new_key(mg_sched_t *s, mg__shard_t *sh, mg__key_t *k, mg_sched_task_t *t)
+static mg_sched_result_t submit_new_key(mg_sched_t *s, mg__shard_t *sh, mg__sched_key_t *k, mg_sched_task_t *t)
 {
     int counted = atomic_load_explicit(&s->max_in_flight, memory_order_relaxed) != 0;
     if (!counted || (atomic_load(&s->nready) == 0 && slot_take(s)))
@@ -462,9 +462,9 @@ static mg_sched_result_t submit_new_key(mg_sched_t *s, mg__shard_t *sh, mg__key_
         free(k);
         return MG_SCHED_FULL;
     }
-    mg__keytab_insert(sh, k);
+    mg__sched_keytab_insert(sh, k);
     key_enqueue(s, k, t);
-    mg__key_set_ring_state(k, MG__KEY_IN_RING);
+    mg__sched_key_set_ring_state(k, MG__KEY_IN_RING);
     ring_push_registered(s, &k->ring, t->mg__.node.priority);
     pthread_mutex_unlock(&s->lock);
     return queued(s, waiting);
@@ -475,7 +475,7 @@ Started:
     t->mg__.node.shard = k->shard;
     t->mg__.node.counted = (uint8_t)counted;
     mg__task_set_state(t, MG__TASK_RUNNING);
-    mg__keytab_insert(sh, k);
+    mg__sched_keytab_insert(sh, k);
     return MG_SCHED_STARTED;
 }
 
@@ -483,9 +483,9 @@ Started:
 static mg_sched_result_t submit_ordered(mg_sched_t *s, mg__shard_t *sh, mg_sched_task_t *t, const char *key, size_t len,
                                         uint64_t hash)
 {
-    mg__key_t *k = mg__keytab_find(sh, key, len, hash);
+    mg__sched_key_t *k = mg__sched_keytab_find(sh, key, len, hash);
     if (!k) {
-        if (!(k = mg__key_new(key, len, hash)))
+        if (!(k = mg__sched_key_new(key, len, hash)))
             return MG_SCHED_NOMEM;
         k->shard = (uint8_t)(sh - s->shards);
         return submit_new_key(s, sh, k, t);
@@ -496,9 +496,9 @@ static mg_sched_result_t submit_ordered(mg_sched_t *s, mg__shard_t *sh, mg_sched
     if (!waiting)
         return MG_SCHED_FULL;
     key_enqueue(s, k, t);
-    if (!k->running && mg__key_ring_state(k) == MG__KEY_IN_RING) {
+    if (!k->running && mg__sched_key_ring_state(k) == MG__KEY_IN_RING) {
         mg__outbox_t none = MG__OUTBOX_INIT(none);
-        mg__key_settle(s, k, &none); /* a high task may move it to the high ring; releases nothing */
+        mg__sched_key_settle(s, k, &none); /* a high task may move it to the high ring; releases nothing */
     }
     return queued(s, waiting);
 }
@@ -544,7 +544,7 @@ mg_sched_result_t mg_sched_submit(mg_sched_t *s, mg_sched_task_t *t, const char 
         return submit_unordered(s, t);
     if (len > MG_SCHED_MAX_KEY_LEN)
         len = MG_SCHED_MAX_KEY_LEN;
-    uint64_t hash = mg__key_hash(s, key, len);
+    uint64_t hash = mg__sched_key_hash(s, key, len);
     mg__shard_t *sh = mg__shard_of(s, hash);
     pthread_mutex_lock(&sh->lock);
     mg_sched_result_t r = submit_ordered(s, sh, t, key, len, hash);
@@ -557,7 +557,7 @@ int mg_sched_complete(mg_sched_t *s, mg_sched_task_t *t)
     if (mg__task_state(t) != MG__TASK_RUNNING)
         return -1;
     mg__task_set_state(t, MG__TASK_DONE);
-    mg__key_t *k = t->mg__.key;
+    mg__sched_key_t *k = t->mg__.key;
     mg__outbox_t o = MG__OUTBOX_INIT(o);
     int release = t->mg__.node.counted;
     if (k) {
@@ -574,14 +574,14 @@ int mg_sched_complete(mg_sched_t *s, mg_sched_task_t *t)
 
 void mg__withdraw(mg_sched_t *s, mg_sched_task_t *t, mg__outbox_t *o)
 {
-    mg__key_t *k = t->mg__.key;
+    mg__sched_key_t *k = t->mg__.key;
     if (!k) {
         ring_remove(s, &t->mg__.node);
         uwait_remove(s, t);
         return;
     }
-    mg__key_unqueue(s, k, t);
-    mg__key_settle(s, k, o);
+    mg__sched_key_unqueue(s, k, t);
+    mg__sched_key_settle(s, k, o);
 }
 
 void mg_sched_deliver(mg_sched_task_t *t)

@@ -344,7 +344,8 @@ RELOAD_LINE = re.compile(r"^matchgate: (configuration reloaded from .*: generati
 def parse_metrics(text):
     """Prometheus text format 0.0.4 -> {series: value}, a series written as in the text
     (`matchgate_requests_total`, `matchgate_responses_total{class="2xx"}`). Checks the format as
-    it goes: every sample has a TYPE line of its metric before it, values are numbers."""
+    it goes: every sample has a TYPE line of its metric before it (a histogram's _bucket, _sum
+    and _count samples that of their histogram), values are numbers (+Inf allowed)."""
     typed = {}
     samples = {}
     for line in text.splitlines():
@@ -352,7 +353,7 @@ def parse_metrics(text):
             continue
         if line.startswith("# TYPE "):
             _, _, name, kind = line.split(" ", 3)
-            assert kind in ("counter", "gauge"), line
+            assert kind in ("counter", "gauge", "histogram"), line
             typed[name] = kind
             continue
         if line.startswith("#"):
@@ -360,7 +361,9 @@ def parse_metrics(text):
             continue
         m = re.fullmatch(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[a-zA-Z_]+="[^"]*"(?:,[a-zA-Z_]+="[^"]*")*\})? (\S+)', line)
         assert m, f"not a sample line: {line!r}"
-        assert m.group(1) in typed, f"sample without a TYPE line before it: {line!r}"
+        name = m.group(1)
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        assert name in typed or typed.get(base) == "histogram", f"sample without a TYPE line before it: {line!r}"
         series = m.group(1) + (m.group(2) or "")
         assert series not in samples, f"series given twice: {series}"
         samples[series] = float(m.group(3))

@@ -105,6 +105,8 @@ Test(config, backend_defaults)
     cr_assert_eq(b->connect_timeout_ms, 2000);
     cr_assert_eq(b->timeout_ms, 30000);
     cr_assert_eq(b->retries, 1);
+    cr_assert_eq(b->max_in_flight, 0, "unlimited by default, as nginx's max_conns");
+    cr_assert_eq(b->queue_timeout_ms, 5000);
     cr_assert_eq(b->schedule_len, 1);
     cr_assert_eq(b->schedule[0], 0);
     cr_assert_eq(atomic_load(&b->next), 0);
@@ -132,6 +134,8 @@ static const char full[] = "listen:\n"
                            "    connect_timeout: 250ms\n"
                            "    timeout: 1h\n"
                            "    retries: 0\n"
+                           "    max_in_flight: 512\n"
+                           "    queue_timeout: 250ms\n"
                            "  api:\n"
                            "    servers: [\"http://[::1]:7000\", \"http://api.internal:80\"]\n"
                            "    balance: first_available\n"
@@ -225,6 +229,8 @@ Test(config, backends_and_routes_from_the_full_example)
     cr_assert_eq(crm->connect_timeout_ms, 250);
     cr_assert_eq(crm->timeout_ms, 3600000);
     cr_assert_eq(crm->retries, 0);
+    cr_assert_eq(crm->max_in_flight, 512);
+    cr_assert_eq(crm->queue_timeout_ms, 250);
     cr_assert_str_eq(api->servers[0].url, "http://[::1]:7000");
     cr_assert_eq(api->balance, MG_BALANCE_FIRST_AVAILABLE);
 
@@ -461,8 +467,15 @@ static const bad_config_t bad_configs[] = {
      "gw.yaml:2:72: primary 'http://b:1' is not one of the backend's servers"},
     {BACKEND("{servers: [\"http://a:1\"], primary: \"http://a:1\"}"),
      "gw.yaml:2:43: primary is only used with balance: primary_for_writes"},
-    {BACKEND("{servers: [\"http://a:1\"], max_in_flight: 512}"), "gw.yaml:2:34: unknown key 'max_in_flight'"},
-    {BACKEND("{servers: [\"http://a:1\"], queue_timeout: 5s}"), "gw.yaml:2:34: unknown key 'queue_timeout'"},
+    {BACKEND("{servers: [\"http://a:1\"], max_in_flight: 1000001}"),
+     "gw.yaml:2:49: expected an integer between 0 and 1000000, got '1000001'"},
+    {BACKEND("{servers: [\"http://a:1\"], max_in_flight: -1}"),
+     "gw.yaml:2:49: expected an integer between 0 and 1000000, got '-1'"},
+    {BACKEND("{servers: [\"http://a:1\"], queue_timeout: 0s}"), "gw.yaml:2:49: queue_timeout must be greater than 0"},
+    {BACKEND("{servers: [\"http://a:1\"], queue_timeout: soon}"),
+     "gw.yaml:2:49: invalid duration 'soon' (expected e.g. 250ms, 5s, 2m, 1h)"},
+    {BACKEND("{servers: [\"http://a:1\"], max_inflight: 5}"),
+     "gw.yaml:2:34: unknown key 'max_inflight' (did you mean 'max_in_flight'?)"},
     {BACKEND("{servers: [\"http://a:1\"], retries: 11}"), "gw.yaml:2:43: expected an integer between 0 and 10, got '11'"},
     {BACKEND("{servers: [\"http://a:1\"], connect_timeout: 0s}"), "gw.yaml:2:51: connect_timeout must be greater than 0"},
     {BACKEND("{servers: [\"http://a:1\"], timeout: fast}"),

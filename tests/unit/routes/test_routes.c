@@ -477,6 +477,55 @@ Test(routes_compile, quotas)
     mg_routes_free(routes);
 }
 
+Test(routes_compile, order)
+{
+    mg_routes_t *routes = load_ok("routes:\n"
+                                  "  - name: accounts\n"
+                                  "    match: {path: {regex: '^/a/(?<acct>[0-9]+)'}}\n"
+                                  "    order: {key: \"${acct}\", priority_header: X-Priority}\n"
+                                  "    routes:\n"
+                                  "      - name: leaf\n"
+                                  "        forward: api\n"
+                                  "      - name: own\n"
+                                  "        order: {key: \"${header.X-Account-Id}\"}\n"
+                                  "        forward: api\n"
+                                  "  - name: none\n"
+                                  "    forward: api\n");
+    const mg_route_t *acc = routes->routes[0], *leaf = acc->children[0], *own = acc->children[1], *none = routes->routes[1];
+    cr_assert_not_null(acc->order.key);
+    cr_expect_str_eq(acc->order.priority_header, "x-priority", "lower-cased");
+    cr_expect_null(leaf->order.key);
+    cr_expect_eq(mg_route_order(leaf), acc, "inherited from the nearest ancestor");
+    cr_expect_eq(mg_route_order(own), own);
+    cr_expect_null(own->order.priority_header);
+    cr_expect_null(mg_route_order(none));
+    cr_expect(mg_order_is_high(MG_STR("HiGh")));
+    cr_expect_not(mg_order_is_high(MG_STR("higher")));
+    cr_expect_not(mg_order_is_high(MG_STR("")));
+    mg_routes_free(routes);
+}
+
+Test(routes_compile, order_errors)
+{
+    EXPECT_ERRORS("routes:\n"
+                  "  - name: a\n"
+                  "    order: {priority_header: X-P}\n"
+                  "    forward: api\n"
+                  "  - name: b\n"
+                  "    order: {key: \"${usr}\", priority: high}\n"
+                  "    forward: api\n"
+                  "  - name: c\n"
+                  "    order: \"${header.X-A}\"\n"
+                  "    forward: api\n"
+                  "  - name: d\n"
+                  "    order: {key: x, priority_header: \"X P\"}\n"
+                  "    forward: api\n",
+                  "routes.yaml:3:12: missing key 'key'", "routes.yaml:6:28: unknown key 'priority'",
+                  "routes.yaml:6:18: unknown variable '${usr}' (known here: tenant, host, path, query, method, header.<Name>, "
+                  "query.<name>, and named groups of the conditions of this route and its parents)",
+                  "routes.yaml:9:12: expected a mapping, got a scalar", "routes.yaml:12:38: invalid header name 'X P'");
+}
+
 Test(routes_compile, quota_errors)
 {
     EXPECT_ERRORS("routes:\n"
@@ -489,8 +538,7 @@ Test(routes_compile, quota_errors)
                   "  - name: c\n"
                   "    quota: 10\n"
                   "    forward: api\n",
-                  "routes.yaml:3:23: expected an integer between 1 and 1000000, got '0'",
-                  "routes.yaml:6:50: unknown key 'burst'",
+                  "routes.yaml:3:23: expected an integer between 1 and 1000000, got '0'", "routes.yaml:6:50: unknown key 'burst'",
                   "routes.yaml:6:40: unknown variable '${usr}' (known here: tenant, host, path, query, method, header.<Name>, "
                   "query.<name>, and named groups of the conditions of this route and its parents)",
                   "routes.yaml:9:12: expected a mapping, got a scalar");

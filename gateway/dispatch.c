@@ -1,0 +1,331 @@
+/*
+ * Dispatch: every forward goes through its backend's scheduler (scheduler/scheduler.h), which
+ * decides when it may be sent: per ordering key one at a time, at most max_in_flight at once,
+ * fair turns between keys, a queue_timeout for what waits.
+ *
+ * A request's place in the scheduler is a job, malloc'ed rather than taken from the request's
+ * pool: a job withdrawn too late (its callback is already posted) must outlive the request
+ * until that callback comes. Life of a job, on the worker that owns the client connection:
+ *   submit -> STARTED: the backend request is sent at once;
+ *          -> QUEUED: the job waits; a callback comes through the worker's receiver:
+ *             RUN -> send it; TIMEOUT -> 503 queue-timeout + Retry-After; CANCELLED -> 503;
+ *          -> refused (FULL, DRAINING, NOMEM): 503 queue-full.
+ * The job is completed (its slot and its key's turn passed on) when h2o disposes the request:
+ * the response has been written in full, or failed, or the client left. That is the one place,
+ * so it happens exactly once. A request disposed while its job waits withdraws it
+ * (mg_sched_cancel); if the callback was already posted, the job stays, orphaned, until it comes.
+ *
+ * Backpressure: h2o 2.2.5 reads nothing more from an HTTP/1 connection while a request is in
+ * progress, so a waiting request holds its connection's reading by itself; HTTP/2 connections
+ * are bounded by limits.max_http2_streams. Waiting is bounded per backend by QUEUE_MAX: beyond
+ * it requests are refused with 503 queue-full (QUEUED_FULL is not used).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gateway/internal.h"
+#include "scheduler/scheduler.h"
+
+/* Waiting requests per backend beyond which new ones get 503 queue-full. */
+#define QUEUE_MAX 10000
+
+typedef struct mg_job {
+    mg_sched_task_t task;
+    h2o_multithread_message_t msg; /* carries the task to its worker (the executor) */
+    mg_request_t *r;               /* NULL once the request is disposed (an orphan) */
+    mg_backend_sched_t *bs;
+    mg_client_watch_t watch; /* while waiting (HTTP/1) */
+    uint64_t submitted_us;
+    int running; /* started: complete it when the request goes */
+} mg_job_t;
+
+/* ---------------------------------------------------------------------------------------
+ * Schedulers, one per backend name for the life of the process (a reload carries them over)
+ */
+static void post(void *ctx, mg_sched_task_t *task)
+{
+    mg_job_t *job = H2O_STRUCT_FROM_MEMBER(mg_job_t, task, task);
+    mg_worker_t *w = task->owner;
+    (void)ctx;
+    h2o_multithread_send_message(&w->sched_receiver, &job->msg);
+}
+
+static mg_sched_config_t sched_config_of(const mg_backend_conf_t *b)
+{
+    return (mg_sched_config_t){
+        .max_in_flight = b->max_in_flight, .queue_timeout_us = b->queue_timeout_ms * 1000, .queue_max = QUEUE_MAX};
+}
+
+static mg_backend_sched_t *find_sched(mg_gateway_t *gw, const char *name)
+{
+    for (size_t i = 0; i < gw->num_scheds; i++)
+        if (strcmp(gw->scheds[i]->name, name) == 0)
+            return gw->scheds[i];
+    return NULL;
+}
+
+static mg_backend_sched_t *new_sched(mg_gateway_t *gw, const mg_backend_conf_t *b)
+{
+    static const mg_sched_executor_t executor = {post, NULL};
+    mg_sched_config_t cfg = sched_config_of(b);
+    mg_backend_sched_t *bs = calloc(1, sizeof(*bs)), **grown = realloc(gw->scheds, (gw->num_scheds + 1) * sizeof(*grown));
+    if (grown != NULL)
+        gw->scheds = grown;
+    if (bs == NULL || grown == NULL || (bs->name = strdup(b->name)) == NULL ||
+        (bs->sched = mg_sched_new(&cfg, &executor)) == NULL) {
+        if (bs != NULL)
+            free(bs->name);
+        free(bs);
+        return NULL;
+    }
+    bs->index = gw->num_scheds;
+    gw->scheds[gw->num_scheds++] = bs;
+    return bs;
+}
+
+int mg_dispatch_bind(mg_gateway_t *gw, mg_config_t *conf)
+{
+    for (size_t i = 0; i < conf->num_backends; i++) {
+        mg_backend_conf_t *b = &conf->backends[i];
+        mg_sched_config_t cfg = sched_config_of(b);
+        mg_backend_sched_t *bs = find_sched(gw, b->name);
+        if (bs != NULL)
+            mg_sched_configure(bs->sched, &cfg); /* waiting requests stay, in order */
+        else if ((bs = new_sched(gw, b)) == NULL)
+            return -1;
+        b->sched = bs;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Queue timeouts: one timer per worker and scheduler, armed while this worker has queued work
+ */
+typedef struct mg_expiry {
+    mg_timer_t timer;
+    mg_sched_t *sched;
+} mg_expiry_t;
+
+static void on_expiry(mg_timer_t *timer)
+{
+    mg_expiry_t *e = H2O_STRUCT_FROM_MEMBER(mg_expiry_t, timer, timer);
+    uint64_t now = mg_sched_now_us(), next = mg_sched_expire(e->sched, now);
+    if (next != MG_SCHED_NO_DEADLINE)
+        mg_timer_set(&e->timer, next > now ? (next - now + 999) / 1000 : 0);
+}
+
+static void arm_expiry(mg_worker_t *w, mg_backend_sched_t *bs)
+{
+    if (bs->index >= w->num_expiries) {
+        size_t n = bs->index + 1;
+        mg_expiry_t **grown = realloc(w->expiries, n * sizeof(*grown));
+        if (grown == NULL)
+            return; /* another worker's timer, or a later request's, expires it */
+        memset(grown + w->num_expiries, 0, (n - w->num_expiries) * sizeof(*grown));
+        w->expiries = grown;
+        w->num_expiries = n;
+    }
+    mg_expiry_t *e = w->expiries[bs->index];
+    if (e == NULL) {
+        if ((e = w->expiries[bs->index] = calloc(1, sizeof(*e))) == NULL)
+            return;
+        mg_timer_init(&e->timer, &w->timers, on_expiry);
+        e->sched = bs->sched;
+    }
+    if (mg_timer_is_set(&e->timer))
+        return;
+    uint64_t now = mg_sched_now_us(), next = mg_sched_next_deadline(bs->sched);
+    if (next != MG_SCHED_NO_DEADLINE)
+        mg_timer_set(&e->timer, next > now ? (next - now + 999) / 1000 : 0);
+}
+
+void mg_dispatch_worker_dispose(mg_worker_t *w)
+{
+    for (size_t i = 0; i < w->num_expiries; i++) {
+        if (w->expiries[i] != NULL)
+            mg_timer_cancel(&w->expiries[i]->timer);
+        free(w->expiries[i]);
+    }
+    free(w->expiries);
+    w->expiries = NULL;
+    w->num_expiries = 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Jobs
+ */
+/* Counts a started request's time in the queue in its histogram bucket (any worker). */
+static void count_wait(mg_backend_sched_t *bs, uint64_t waited_us)
+{
+    static const uint64_t bounds[MG_WAIT_BUCKETS] = MG_WAIT_BUCKET_BOUNDS_US;
+    size_t i = 0;
+    while (i < MG_WAIT_BUCKETS && waited_us > bounds[i])
+        i++;
+    if (i < MG_WAIT_BUCKETS)
+        atomic_fetch_add_explicit(&bs->wait_buckets[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&bs->wait_sum_us, waited_us, memory_order_relaxed);
+    atomic_fetch_add_explicit(&bs->wait_count, 1, memory_order_relaxed);
+}
+
+static void job_free(mg_job_t *job, mg_worker_t *w)
+{
+    w->jobs--;
+    free(job);
+}
+
+static void job_start(mg_job_t *job, uint64_t now_us)
+{
+    count_wait(job->bs, now_us - job->submitted_us);
+    job->running = 1;
+    atomic_fetch_add_explicit(&job->bs->running, 1, memory_order_relaxed);
+    mg_forward_start(job->r);
+}
+
+static void on_watch_gone(mg_client_watch_t *cw)
+{
+    mg_job_t *job = H2O_STRUCT_FROM_MEMBER(mg_job_t, watch, cw);
+    mg_request_t *r = job->r;
+    r->status = 499; /* nginx's code for "the client closed the request" */
+    mg_request_log(r);
+    /* the connection is shut down: this answer reaches nobody, but sending it makes h2o close
+     * the connection and dispose the request, which withdraws the job */
+    mg_request_send_error(r, 503, "queue-full", "the client closed the connection while waiting");
+}
+
+static void send_queue_timeout(mg_request_t *r, const mg_backend_conf_t *b)
+{
+    char *value = h2o_mem_alloc_pool(&r->req->pool, 24);
+    uint64_t seconds = (b->queue_timeout_ms + 999) / 1000;
+    int len = snprintf(value, 24, "%llu", (unsigned long long)(seconds != 0 ? seconds : 1));
+    r->req->res.headers = (h2o_headers_t){NULL, 0, 0};
+    h2o_add_header_by_str(&r->req->pool, &r->req->res.headers, H2O_STRLIT("retry-after"), 0, NULL, value, (size_t)len);
+    mg_request_send_error_keep(r, 503, "queue-timeout", "the request waited queue_timeout for the backend");
+}
+
+/* The scheduler's callback for a job that waited, on its owner worker. */
+static void on_run(mg_sched_task_t *task, mg_sched_status_t status)
+{
+    mg_job_t *job = H2O_STRUCT_FROM_MEMBER(mg_job_t, task, task);
+    mg_request_t *r = job->r;
+    mg_worker_t *w = task->owner;
+    if (r == NULL) { /* an orphan: its request is gone */
+        if (status == MG_SCHED_RUN)
+            mg_sched_complete(job->bs->sched, task); /* never started at the backend: not counted running */
+        job_free(job, w);
+        return;
+    }
+    mg_client_watch_stop(&job->watch);
+    if (status == MG_SCHED_RUN && r->req == NULL) {
+        /* the client left (its answer is sent) and h2o has not disposed the request yet:
+         * nothing to send, the dispose completes the job */
+        job->running = 1;
+        atomic_fetch_add_explicit(&job->bs->running, 1, memory_order_relaxed);
+        return;
+    }
+    if (status == MG_SCHED_RUN) {
+        job_start(job, mg_sched_now_us());
+        return;
+    }
+    /* the job is over: the request no longer refers to it */
+    r->job = NULL;
+    job_free(job, w);
+    if (r->req == NULL)
+        return;
+    if (status == MG_SCHED_TIMEOUT)
+        send_queue_timeout(r, r->route->forward.backend);
+    else
+        mg_request_send_error(r, 503, "queue-full", "the request's ordering key was drained");
+}
+
+static void on_sched_messages(h2o_multithread_receiver_t *receiver, h2o_linklist_t *messages)
+{
+    while (!h2o_linklist_is_empty(messages)) {
+        mg_job_t *job = H2O_STRUCT_FROM_MEMBER(mg_job_t, msg.link, messages->next);
+        h2o_linklist_unlink(&job->msg.link);
+        mg_sched_deliver(&job->task);
+    }
+}
+
+void mg_dispatch_worker_init(mg_worker_t *w)
+{
+    h2o_multithread_register_receiver(w->queue, &w->sched_receiver, on_sched_messages);
+}
+
+/* The ordering key and priority of the request, from the route's `order` (nearest up the
+ * tree). -1 when the key would contain CR, LF or NUL. */
+static int order_of(mg_request_t *r, const mg_ctx_t *ctx, mg_str_t *key, mg_sched_priority_t *priority)
+{
+    const mg_route_t *o = mg_route_order(r->route);
+    *key = mg_str("", 0);
+    *priority = MG_SCHED_NORMAL;
+    if (o == NULL)
+        return 0;
+    if (mg_template_expand(o->order.key, ctx, key) != 0)
+        return -1;
+    if (o->order.priority_header != NULL) {
+        ssize_t i = h2o_find_header_by_str(&r->req->headers, o->order.priority_header, strlen(o->order.priority_header), -1);
+        if (i >= 0 && mg_order_is_high(mg_str(r->req->headers.entries[i].value.base, r->req->headers.entries[i].value.len)))
+            *priority = MG_SCHED_HIGH;
+    }
+    return 0;
+}
+
+void mg_dispatch_forward(mg_request_t *r, const mg_ctx_t *ctx)
+{
+    mg_backend_conf_t *b = r->route->forward.backend;
+    mg_str_t key;
+    mg_sched_priority_t priority;
+    mg_job_t *job;
+
+    if (b->sched == NULL) { /* not bound (unit tests of the handler): no scheduling */
+        mg_forward_start(r);
+        return;
+    }
+    if (order_of(r, ctx, &key, &priority) != 0) {
+        mg_request_send_error(r, 400, "bad-request", "the ordering key would contain CR, LF or NUL");
+        return;
+    }
+    if ((job = calloc(1, sizeof(*job))) == NULL) {
+        mg_request_send_error(r, 503, "queue-full", "no memory to queue the request");
+        return;
+    }
+    r->worker->jobs++;
+    job->r = r;
+    job->bs = b->sched;
+    job->submitted_us = mg_sched_now_us();
+    mg_sched_task_init(&job->task, on_run, r->worker);
+    switch (mg_sched_submit(b->sched->sched, &job->task, key.base, key.len, priority, job->submitted_us)) {
+    case MG_SCHED_STARTED:
+        r->job = job;
+        job_start(job, job->submitted_us);
+        break;
+    case MG_SCHED_QUEUED:
+    case MG_SCHED_QUEUED_FULL:
+        r->job = job;
+        arm_expiry(r->worker, b->sched);
+        mg_client_watch_start(&job->watch, &r->worker->timers, r->req, on_watch_gone);
+        break;
+    default:
+        job_free(job, r->worker);
+        mg_request_send_error(r, 503, "queue-full", "too many requests wait for the backend");
+        break;
+    }
+}
+
+void mg_dispatch_release(mg_request_t *r)
+{
+    mg_job_t *job = r->job;
+    if (job == NULL)
+        return;
+    r->job = NULL;
+    mg_client_watch_stop(&job->watch);
+    if (job->running) {
+        atomic_fetch_sub_explicit(&job->bs->running, 1, memory_order_relaxed);
+        mg_sched_complete(job->bs->sched, &job->task);
+        job_free(job, r->worker);
+    } else if (mg_sched_cancel(job->bs->sched, &job->task) == 1) {
+        job_free(job, r->worker);
+    } else {
+        job->r = NULL; /* its callback is on its way: on_run frees it */
+    }
+}
