@@ -79,7 +79,7 @@ class BankHandler(BaseHTTPRequestHandler):
             bank.busy[acct] = bank.busy.get(acct, 0) + 1
             if bank.busy[acct] > 1:
                 bank.overlaps += 1
-        time.sleep(random.uniform(0.02, 0.08))
+        time.sleep(random.uniform(0.05, 0.15))
         with bank.lock:
             balance = bank.balances.setdefault(acct, 100)
             ok = op == "deposit" or balance >= amount
@@ -155,7 +155,7 @@ def test_banking_sequences_apply_in_order(start_gateway, bank):
     # each step of each account on its own connection (spread over the workers), the steps
     # of one account sent in order a little apart, every account at the same time
     jobs = [step(a, op, amount) for op, amount in steps for a in accounts]
-    statuses = in_threads(jobs, stagger=0.002)
+    statuses = in_threads(jobs, stagger=0.005)
     assert statuses == [200] * len(jobs)
     for a in accounts:
         assert bank.applied[a] == [(op, amount, True) for op, amount in steps], a
