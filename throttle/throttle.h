@@ -18,7 +18,7 @@ typedef struct mg_quota {
     uint64_t per_us;   /* 1 .. MG_QUOTA_MAX_PER_US */
 } mg_quota_t;
 
-#define MG_QUOTA_MAX_REQUESTS 1000000u              /* 8 MB of slots for one key */
+#define MG_QUOTA_MAX_REQUESTS 1000000u                  /* 8 MB of slots for one key */
 #define MG_QUOTA_MAX_PER_US (UINT64_C(86400) * 1000000) /* one day */
 
 /* What one decision found. On rejection `remaining` is 0. */
