@@ -307,23 +307,6 @@ static void *admin_main(void *arg)
     return NULL;
 }
 
-static int open_socket(const mg_admin_conf_t *conf)
-{
-    int fd = socket(conf->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), on = 1;
-
-    if (fd < 0)
-        return -1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-    if (conf->addr.ss_family == AF_INET6)
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
-    if (bind(fd, (const struct sockaddr *)&conf->addr, conf->addrlen) == 0 && listen(fd, 128) == 0)
-        return fd;
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return -1;
-}
-
 static void setup_globalconf(mg_admin_t *admin)
 {
     h2o_config_init(&admin->globalconf);
@@ -345,7 +328,7 @@ int mg_admin_open(mg_gateway_t *gw)
 
     if (conf->address == NULL)
         return 0;
-    if ((admin.fd = open_socket(conf)) < 0) {
+    if ((admin.fd = mg_listen_socket(&conf->addr, conf->addrlen, 128, 0)) < 0) {
         fprintf(stderr, "matchgate: cannot listen on admin address %s: %s\n", conf->address, strerror(errno));
         return -1;
     }

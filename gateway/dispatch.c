@@ -192,14 +192,9 @@ static void on_watch_gone(mg_client_watch_t *cw)
     mg_request_send_error(r, 503, "queue-full", "the client closed the connection while waiting");
 }
 
-static void send_queue_timeout(mg_request_t *r, const mg_backend_conf_t *b)
+static const mg_backend_conf_t *job_backend(const mg_request_t *r)
 {
-    char *value = h2o_mem_alloc_pool(&r->req->pool, 24);
-    uint64_t seconds = (b->queue_timeout_ms + 999) / 1000;
-    int len = snprintf(value, 24, "%llu", (unsigned long long)(seconds != 0 ? seconds : 1));
-    r->req->res.headers = (h2o_headers_t){NULL, 0, 0};
-    h2o_add_header_by_str(&r->req->pool, &r->req->res.headers, H2O_STRLIT("retry-after"), 0, NULL, value, (size_t)len);
-    mg_request_send_error_keep(r, 503, "queue-timeout", "the request waited queue_timeout for the backend");
+    return r->route->forward.backend;
 }
 
 /* The scheduler's callback for a job that waited, on its owner worker. */
@@ -232,7 +227,8 @@ static void on_run(mg_sched_task_t *task, mg_sched_status_t status)
     if (r->req == NULL)
         return;
     if (status == MG_SCHED_TIMEOUT)
-        send_queue_timeout(r, r->route->forward.backend);
+        mg_request_send_retry(r, 503, "queue-timeout", "the request waited queue_timeout for the backend",
+                              job_backend(r)->queue_timeout_ms * 1000);
     else
         mg_request_send_error(r, 503, "queue-full", "the request's ordering key was drained");
 }

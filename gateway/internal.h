@@ -181,6 +181,9 @@ static inline void mg_messages_free(h2o_linklist_t *messages)
     }
 }
 
+/* A listening socket (non-blocking, close-on-exec) on `addr`, or -1 with errno (server.c). */
+int mg_listen_socket(const struct sockaddr_storage *addr, socklen_t len, int backlog, int reuseport);
+
 /* One slot of a worker's per-connection rate table. */
 typedef struct mg_conn_rate {
     uint64_t conn_id;
@@ -287,8 +290,8 @@ typedef struct mg_request {
 /* Sends a gateway-made response: status, X-Matchgate-Error: code, a short text/plain body naming
  * the reason and the route. Final: the request must not be touched afterwards (proxy.c). */
 void mg_request_send_error(mg_request_t *r, int status, const char *code, const char *reason);
-/* Same, keeping the response headers already added (Retry-After). */
-void mg_request_send_error_keep(mg_request_t *r, int status, const char *code, const char *reason);
+/* Same, with Retry-After: `retry_after_us` in whole seconds, rounded up, at least 1 (429, 503). */
+void mg_request_send_retry(mg_request_t *r, int status, const char *code, const char *reason, uint64_t retry_after_us);
 /* Writes the access log line for `r` once (later calls do nothing). */
 void mg_request_log(mg_request_t *r);
 

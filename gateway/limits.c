@@ -47,14 +47,6 @@ static void keep_decision(mg_request_t *r, const mg_decision_t *d)
     }
 }
 
-/* 429 with Retry-After; the RateLimit-* headers come with every response (proxy.c). */
-static void send_throttled(mg_request_t *r, const char *what)
-{
-    uint64_t seconds = whole_seconds(r->limit.retry_after_us);
-    add_number(r->req, H2O_STRLIT("retry-after"), seconds != 0 ? seconds : 1);
-    mg_request_send_error_keep(r, 429, "throttled", what);
-}
-
 /* One decision for `key`; -1 (429 sent) when rejected. Out of memory admits: the throttle must
  * not turn a gateway short of memory into one refusing everything. */
 static int decide(mg_request_t *r, h2o_iovec_t key, mg_quota_t quota, const char *what)
@@ -70,7 +62,8 @@ static int decide(mg_request_t *r, h2o_iovec_t key, mg_quota_t quota, const char
         return 0;
     }
     mg_stat_inc(&w->stats.throttle_rejected);
-    send_throttled(r, what);
+    /* the RateLimit-* headers come with every response (proxy.c) */
+    mg_request_send_retry(r, 429, "throttled", what, d.retry_after_us);
     return -1;
 }
 
@@ -137,10 +130,11 @@ int mg_limits_check_connection(mg_request_t *r)
 
     if (cap == 0)
         return 0;
-    if (slot->conn_id != req->conn->id || slot->second != second) {
-        if (slot->conn_id != req->conn->id)
-            slot->closed = 0;
-        *slot = (mg_conn_rate_t){.conn_id = req->conn->id, .second = second, .closed = slot->closed};
+    if (slot->conn_id != req->conn->id) {
+        *slot = (mg_conn_rate_t){.conn_id = req->conn->id, .second = second};
+    } else if (slot->second != second) {
+        slot->second = second;
+        slot->count = 0;
     }
     if (++slot->count <= cap)
         return 0;
@@ -203,10 +197,7 @@ static int compare_routes(const void *a, const void *b)
 
 static int compare_route_name(const void *key, const void *item)
 {
-    const mg_str_t *name = key;
-    const char *route = (*(const mg_route_t *const *)item)->name;
-    int c = strncmp(name->base, route, name->len);
-    return c != 0 ? c : route[name->len] == '\0' ? 0 : -1;
+    return mg_str_compare(*(const mg_str_t *)key, (*(const mg_route_t *const *)item)->name);
 }
 
 typedef struct requota_arg {

@@ -99,14 +99,27 @@ static void send_inline(mg_request_t *r, int status, const char *reason, const c
     mg_request_log(r);
 }
 
+static void send_error(mg_request_t *r, int status, const char *code, const char *reason);
+
 void mg_request_send_error(mg_request_t *r, int status, const char *code, const char *reason)
 {
     /* a backend head may have been copied in before the backend failed: none of it applies */
     r->req->res.headers = (h2o_headers_t){NULL, 0, 0};
-    mg_request_send_error_keep(r, status, code, reason);
+    send_error(r, status, code, reason);
 }
 
-void mg_request_send_error_keep(mg_request_t *r, int status, const char *code, const char *reason)
+void mg_request_send_retry(mg_request_t *r, int status, const char *code, const char *reason, uint64_t retry_after_us)
+{
+    h2o_req_t *req = r->req;
+    uint64_t seconds = (retry_after_us + 999999) / 1000000; /* whole seconds, rounded up, >= 1 */
+    char *value = h2o_mem_alloc_pool(&req->pool, 24);
+    int len = snprintf(value, 24, "%llu", (unsigned long long)(seconds != 0 ? seconds : 1));
+    req->res.headers = (h2o_headers_t){NULL, 0, 0};
+    add_header(req, H2O_STRLIT("retry-after"), value, (size_t)len);
+    send_error(r, status, code, reason);
+}
+
+static void send_error(mg_request_t *r, int status, const char *code, const char *reason)
 {
     h2o_req_t *req = r->req;
     const char *route = r->route != NULL ? r->route->name : "-";

@@ -154,17 +154,18 @@ static void *worker_main(void *arg)
 /* ---------------------------------------------------------------------------------------
  * Setup (main thread)
  */
-static int open_listener(const mg_listen_conf_t *l)
+int mg_listen_socket(const struct sockaddr_storage *addr, socklen_t len, int backlog, int reuseport)
 {
-    int fd = socket(l->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), on = 1;
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), on = 1;
     if (fd < 0)
         return -1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on));
+    if (reuseport)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on));
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-    if (l->addr.ss_family == AF_INET6)
+    if (addr->ss_family == AF_INET6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
-    if (bind(fd, (const struct sockaddr *)&l->addr, l->addrlen) != 0 || listen(fd, LISTEN_BACKLOG) != 0) {
+    if (bind(fd, (const struct sockaddr *)addr, len) != 0 || listen(fd, backlog) != 0) {
         int saved = errno;
         close(fd);
         errno = saved;
@@ -230,7 +231,8 @@ static int setup_listeners(mg_gateway_t *gw)
         mg_worker_t *w = &gw->workers[n];
         w->listen_fds = calloc(conf->num_listeners, sizeof(*w->listen_fds));
         for (size_t i = 0; i < conf->num_listeners; i++) {
-            if ((w->listen_fds[i] = open_listener(&conf->listeners[i])) < 0) {
+            if ((w->listen_fds[i] = mg_listen_socket(&conf->listeners[i].addr, conf->listeners[i].addrlen, LISTEN_BACKLOG, 1)) <
+                0) {
                 fprintf(stderr, "matchgate: cannot listen on %s: %s\n", conf->listeners[i].address, strerror(errno));
                 return -1;
             }

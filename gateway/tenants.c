@@ -8,10 +8,7 @@
 
 static int compare_name(const void *key, const void *item)
 {
-    const mg_str_t *name = key;
-    const char *tenant = ((const mg_tenant_quota_t *)item)->tenant;
-    int c = strncmp(name->base, tenant, name->len);
-    return c != 0 ? c : tenant[name->len] == '\0' ? 0 : -1;
+    return mg_str_compare(*(const mg_str_t *)key, ((const mg_tenant_quota_t *)item)->tenant);
 }
 
 const mg_quota_t *mg_tenants_quota(const mg_tenants_conf_t *tc, mg_str_t tenant)

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 /* ---------------------------------------------------------------------------------------
  * Strings: a pointer and a length, not NUL-terminated unless stated.
@@ -27,6 +28,13 @@ typedef struct mg_str {
 static inline mg_str_t mg_str(const char *base, size_t len)
 {
     return (mg_str_t){base, len};
+}
+
+/* strcmp's order between `a` and the C string `b` (for bsearch over sorted names). */
+static inline int mg_str_compare(mg_str_t a, const char *b)
+{
+    int c = strncmp(a.base, b, a.len);
+    return c != 0 ? c : b[a.len] == '\0' ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------------------------------
