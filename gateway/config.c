@@ -17,8 +17,8 @@
 
 #define MG_MAX_WORKERS 256
 
-static const char *const top_keys[] = {"listen",   "workers", "shutdown_timeout", "access_log", "limits",
-                                       "backends", "tenants", "routes",           "admin",      NULL};
+static const char *const top_keys[] = {"listen", "workers", "shutdown_timeout", "access_log", "limits", "backends", "tenants",
+                                       "routes", "admin",   "websocket",        NULL};
 
 /* ---------------------------------------------------------------------------------------
  * Small helpers
@@ -137,12 +137,31 @@ static void parse_limits(mg_config_loader_t *cl, const mg_node_t *root)
                          &l->max_requests_per_connection_per_second);
 }
 
+/* websocket: our extension (the contract names no keys for it); see docs/websocket.md. */
+static void parse_websocket(mg_config_loader_t *cl, const mg_node_t *root)
+{
+    static const char *const keys[] = {"idle_timeout",     "ping_interval",       "close_timeout",
+                                       "max_message_size", "max_queued_messages", NULL};
+    const mg_node_t *ws = mg_node_get(root, "websocket");
+    mg_websocket_conf_t *c = &cl->conf->websocket;
+
+    if (ws == NULL || mg_node_expect(ws, MG_NODE_MAPPING, cl->errs) != 0)
+        return;
+    mg_node_check_keys(ws, keys, cl->errs);
+    mg__config_read_duration(cl, ws, "idle_timeout", 1, &c->idle_timeout_ms);
+    mg__config_read_duration(cl, ws, "ping_interval", 0, &c->ping_interval_ms);
+    mg__config_read_duration(cl, ws, "close_timeout", 1, &c->close_timeout_ms);
+    read_size(cl, ws, "max_message_size", &c->max_message_size);
+    mg__config_read_uint(cl, ws, "max_queued_messages", 1, 1000000, &c->max_queued_messages);
+}
+
 static void parse_globals(mg_config_loader_t *cl, const mg_node_t *root)
 {
     mg__config_read_uint(cl, root, "workers", 1, MG_MAX_WORKERS, &cl->conf->workers);
     mg__config_read_duration(cl, root, "shutdown_timeout", 0, &cl->conf->shutdown_timeout_ms);
     parse_access_log(cl, root);
     parse_limits(cl, root);
+    parse_websocket(cl, root);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -194,6 +213,11 @@ static mg_config_t *config_new(const char *file)
     conf->limits.client_idle_timeout_ms = 60000;
     conf->limits.max_http2_streams = 100;
     conf->limits.max_requests_per_connection_per_second = 10000;
+    conf->websocket = (mg_websocket_conf_t){.idle_timeout_ms = 120000,
+                                            .ping_interval_ms = 30000,
+                                            .close_timeout_ms = 5000,
+                                            .max_message_size = UINT64_C(16) << 20,
+                                            .max_queued_messages = 1024};
     return conf;
 }
 

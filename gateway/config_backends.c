@@ -81,12 +81,23 @@ static char *read_server_url(mg_config_loader_t *cl, const mg_node_t *node)
 
     if (mg_node_to_str(node, &url, cl->errs) != 0)
         return NULL;
-    if (strncmp(url, "https://", 8) == 0) {
+    if (strncmp(url, "ws://", 5) == 0) {
+        /* a WebSocket server is an HTTP server that accepts upgrades: one spelling inside */
+        char *http = NULL;
+        if (asprintf(&http, "http://%s", url + 5) < 0)
+            return NULL;
+        if ((why = check_server_url(http)) != NULL)
+            mg_errors_add(cl->errs, node, "invalid server url '%s': %s", url, why);
+        char *normalized = why == NULL ? normalize_url(cl, node, http) : NULL;
+        free(http);
+        return normalized;
+    }
+    if (strncmp(url, "https://", 8) == 0 || strncmp(url, "wss://", 6) == 0) {
         mg_errors_add(cl->errs, node, "https backends are not supported yet");
         return NULL;
     }
     if (strncmp(url, "http://", 7) != 0) {
-        mg_errors_add(cl->errs, node, "invalid server url '%s' (expected http://host:port[/prefix])", url);
+        mg_errors_add(cl->errs, node, "invalid server url '%s' (expected http:// or ws://host:port[/prefix])", url);
         return NULL;
     }
     if ((why = check_server_url(url)) != NULL) {

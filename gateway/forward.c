@@ -359,13 +359,13 @@ static char *joined_cookies(h2o_req_t *req)
 
 /* Host sent to the backend: forward.host (expanded), else the client's, else (an HTTP/1.0 client that
  * sent none) the server's own host:port. */
-static h2o_iovec_t backend_host(mg_forward_t *f, const mg_server_conf_t *server)
+static h2o_iovec_t backend_host(mg_request_t *r, const char *server_url)
 {
-    if (f->r->send_host.len != 0)
-        return h2o_iovec_init(f->r->send_host.base, f->r->send_host.len);
-    if (f->r->host.len != 0)
-        return req_of(f)->authority;
-    const char *hostport = strstr(server->url, "://") + 3, *slash = strchr(hostport, '/');
+    if (r->send_host.len != 0)
+        return h2o_iovec_init(r->send_host.base, r->send_host.len);
+    if (r->host.len != 0)
+        return r->req->authority;
+    const char *hostport = strstr(server_url, "://") + 3, *slash = strchr(hostport, '/');
     return h2o_iovec_init(hostport, slash != NULL ? (size_t)(slash - hostport) : strlen(hostport));
 }
 
@@ -378,45 +378,54 @@ static int headers_are_safe(h2o_req_t *req)
     return 1;
 }
 
+void mg_forward_headers(mg_request_t *r, const char *server_url, mg_header_emit_t emit, void *arg)
+{
+    h2o_req_t *req = r->req;
+    mg_conn_tokens_t tokens = {.size = 0};
+    for (size_t i = 0; i < req->headers.size; i++)
+        if (req->headers.entries[i].name == &H2O_TOKEN_CONNECTION->buf)
+            mg_conn_tokens_add(&tokens, req->headers.entries[i].value.base, req->headers.entries[i].value.len);
+    char *cookies = joined_cookies(req);
+    for (size_t i = 0; i < req->headers.size; i++) {
+        const h2o_header_t *h = &req->headers.entries[i];
+        if (mg_header_is_hop_by_hop(h->name->base, h->name->len, &tokens) || is_rewritten_in_request(h->name))
+            continue;
+        if (h->name != &H2O_TOKEN_COOKIE->buf) {
+            emit(arg, h->name->base, h->name->len, h->value.base, h->value.len);
+        } else if (cookies != NULL) {
+            /* all crumbs go out as one header, where the first one was */
+            emit(arg, H2O_STRLIT("cookie"), cookies, strlen(cookies));
+            cookies = NULL;
+        }
+    }
+    h2o_iovec_t host = backend_host(r, server_url);
+    emit(arg, H2O_STRLIT("Host"), host.base, host.len);
+    char *xff = forwarded_for(req, r->peer);
+    emit(arg, H2O_STRLIT("X-Forwarded-For"), xff, strlen(xff));
+    emit(arg, H2O_STRLIT("X-Forwarded-Proto"), req->scheme->name.base, req->scheme->name.len);
+    if (r->host.len != 0)
+        emit(arg, H2O_STRLIT("X-Forwarded-Host"), req->authority.base, req->authority.len);
+    emit(arg, H2O_STRLIT("X-Request-Id"), r->request_id.base, r->request_id.len);
+}
+
+static void emit_line(void *arg, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+    header_list_t *l = arg;
+    list_append(l, header_line(l->pool, name, nlen, value, vlen));
+}
+
 /* Builds the header list sent to `server` (per attempt: the Host of an HTTP/1.0 client
  * without one is the server's). */
 static void build_request_headers(mg_forward_t *f, const mg_server_conf_t *server)
 {
     h2o_req_t *req = req_of(f);
     header_list_t l = {&req->pool, NULL, &l.head};
-    mg_conn_tokens_t tokens = {.size = 0};
-    for (size_t i = 0; i < req->headers.size; i++)
-        if (req->headers.entries[i].name == &H2O_TOKEN_CONNECTION->buf)
-            mg_conn_tokens_add(&tokens, req->headers.entries[i].value.base, req->headers.entries[i].value.len);
-    int has_content_type = 0, has_accept = 0;
-    char *cookies = joined_cookies(req);
-    for (size_t i = 0; i < req->headers.size; i++) {
-        const h2o_header_t *h = &req->headers.entries[i];
-        if (mg_header_is_hop_by_hop(h->name->base, h->name->len, &tokens) || is_rewritten_in_request(h->name))
-            continue;
-        has_content_type |= h->name == &H2O_TOKEN_CONTENT_TYPE->buf;
-        has_accept |= h->name == &H2O_TOKEN_ACCEPT->buf;
-        if (h->name != &H2O_TOKEN_COOKIE->buf) {
-            list_append(&l, header_line(l.pool, h->name->base, h->name->len, h->value.base, h->value.len));
-        } else if (cookies != NULL) {
-            /* all crumbs go out as one header, where the first one was */
-            list_append(&l, header_line(l.pool, H2O_STRLIT("cookie"), cookies, strlen(cookies)));
-            cookies = NULL;
-        }
-    }
-    h2o_iovec_t host = backend_host(f, server);
-    list_append(&l, header_line(l.pool, H2O_STRLIT("Host"), host.base, host.len));
-    char *xff = forwarded_for(req, f->r->peer);
-    list_append(&l, header_line(l.pool, H2O_STRLIT("X-Forwarded-For"), xff, strlen(xff)));
-    list_append(&l, header_line(l.pool, H2O_STRLIT("X-Forwarded-Proto"), req->scheme->name.base, req->scheme->name.len));
-    if (f->r->host.len != 0)
-        list_append(&l, header_line(l.pool, H2O_STRLIT("X-Forwarded-Host"), req->authority.base, req->authority.len));
-    list_append(&l, header_line(l.pool, H2O_STRLIT("X-Request-Id"), f->r->request_id.base, f->r->request_id.len));
+    mg_forward_headers(f->r, server->url, emit_line, &l);
     /* "Name:" with nothing after it tells curl not to add its own default */
     list_append(&l, (char *)"Expect:");
-    if (!has_accept)
+    if (h2o_find_header(&req->headers, H2O_TOKEN_ACCEPT, -1) < 0)
         list_append(&l, (char *)"Accept:");
-    if (!has_content_type)
+    if (h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_TYPE, -1) < 0)
         list_append(&l, (char *)"Content-Type:");
     f->headers = l.head;
 }
@@ -428,17 +437,20 @@ static int pinned_to_primary(const mg_forward_t *f)
     return f->backend->balance == MG_BALANCE_PRIMARY_FOR_WRITES && mg_method_is_write(f->r->send_method);
 }
 
+size_t mg_backend_first_server(mg_backend_conf_t *b, mg_str_t method)
+{
+    if (b->balance == MG_BALANCE_PRIMARY_FOR_WRITES && mg_method_is_write(method))
+        return b->primary_index;
+    if (b->balance == MG_BALANCE_FIRST_AVAILABLE)
+        return 0;
+    return b->schedule[atomic_fetch_add_explicit(&b->next, 1, memory_order_relaxed) % b->schedule_len];
+}
+
 static const mg_server_conf_t *pick_server(mg_forward_t *f)
 {
     mg_backend_conf_t *b = f->backend;
-    if (f->attempt == 0) {
-        if (pinned_to_primary(f))
-            f->first_server = b->primary_index;
-        else if (b->balance == MG_BALANCE_FIRST_AVAILABLE)
-            f->first_server = 0;
-        else
-            f->first_server = b->schedule[atomic_fetch_add_explicit(&b->next, 1, memory_order_relaxed) % b->schedule_len];
-    }
+    if (f->attempt == 0)
+        f->first_server = mg_backend_first_server(b, f->r->send_method);
     return &b->servers[(f->first_server + f->attempt) % b->num_servers];
 }
 

@@ -61,6 +61,15 @@ typedef struct mg_limits_conf {
     unsigned max_requests_per_connection_per_second; /* 0: no cap */
 } mg_limits_conf_t;
 
+/* websocket: the sessions' timers and bounds (tunnel and bridge alike). */
+typedef struct mg_websocket_conf {
+    uint64_t idle_timeout_ms;     /* nothing received from either side for this long: close 1001 */
+    uint64_t ping_interval_ms;    /* nothing received from the client for this long: ping it; 0: never */
+    uint64_t close_timeout_ms;    /* a close handshake the peers do not finish: the connections are dropped */
+    uint64_t max_message_size;    /* bytes of one client message (all its fragments); beyond: close 1009 */
+    unsigned max_queued_messages; /* downstream messages waiting for a slow client; beyond: close 1008 */
+} mg_websocket_conf_t;
+
 /* tenants.identify: where a request's tenant comes from (config_tenants.c, tenants.c). */
 typedef enum mg_identify_kind {
     MG_IDENTIFY_HEADER,
@@ -112,6 +121,7 @@ typedef struct mg_config {
     char *access_log;  /* NULL: none; "-": stdout; else a path opened for append */
     int access_log_fd; /* -1 until mg_config_open_access_log (loading opens nothing) */
     mg_limits_conf_t limits;
+    mg_websocket_conf_t websocket;
     mg_backend_conf_t *backends;
     size_t num_backends;
     mg_tenants_conf_t tenants;
@@ -126,7 +136,8 @@ typedef struct mg_config {
  * warnings may be recorded on success. Defaults: workers = CPUs, shutdown_timeout 10s,
  * max_request_body 10MiB, max_header_size 64KiB, client_idle_timeout 60s, max_http2_streams
  * 100, connect_timeout 2s, timeout 30s, retries 1, max_in_flight 0
- * (unlimited), queue_timeout 5s, balance round_robin, weight 1.
+ * (unlimited), queue_timeout 5s, balance round_robin, weight 1; websocket: idle_timeout 120s,
+ * ping_interval 30s, close_timeout 5s, max_message_size 16MiB, max_queued_messages 1024.
  */
 mg_config_t *mg_config_load(const char *file, mg_errors_t *errs);
 /* Same from memory (tests); `name` is the file name used in messages. */

@@ -10,6 +10,7 @@
 #include <h2o.h>
 #include <jansson.h>
 #include "gateway/gateway.h"
+#include "gateway/ws.h"
 #include "throttle/throttle.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -181,6 +182,15 @@ static inline void mg_messages_free(h2o_linklist_t *messages)
     }
 }
 
+/* splitmix64 over a counter: a worker's unique numbers (request ids, WebSocket masks), not secrets. */
+static inline uint64_t mg_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
 /* A listening socket (non-blocking, close-on-exec) on `addr`, or -1 with errno (server.c). */
 int mg_listen_socket(const struct sockaddr_storage *addr, socklen_t len, int backlog, int reuseport);
 
@@ -209,7 +219,10 @@ typedef struct mg_worker {
     h2o_multithread_receiver_t stop_receiver;
     h2o_multithread_receiver_t conf_receiver;  /* "a reload swapped the configuration" */
     h2o_multithread_receiver_t sched_receiver; /* jobs the schedulers hand to this worker (dispatch.c) */
-    mg_expiry_t **expiries;                    /* queue_timeout timers, by mg_backend_sched_t.index */
+    h2o_multithread_receiver_t ws_receiver;    /* admin commands for this worker's WebSocket sessions */
+    h2o_linklist_t ws_sessions;                /* mg_ws_session_t.worker_link */
+    size_t num_sessions;
+    mg_expiry_t **expiries; /* queue_timeout timers, by mg_backend_sched_t.index */
     size_t num_expiries;
     uint64_t jobs;              /* dispatch jobs alive on this worker, orphans included */
     mg_config_t *conf;          /* current: what requests starting now use */
@@ -278,12 +291,13 @@ typedef struct mg_request {
     mg_str_t send_method, send_path, send_query, send_host;
     uint64_t started_at; /* CLOCK_MONOTONIC, microseconds */
     int logged;
-    int status;                 /* for the access log */
-    uint64_t bytes_sent;        /* body bytes, for the access log */
-    const char *server;         /* backend server url chosen last, or NULL */
-    struct mg_forward *forward; /* non-NULL while forwarding */
-    struct mg_job *job;         /* non-NULL from the scheduler's submit until disposed (dispatch.c) */
-    mg_decision_t limit;        /* the quota decision shown in RateLimit-* (has_limit) */
+    int status;                  /* for the access log */
+    uint64_t bytes_sent;         /* body bytes, for the access log */
+    const char *server;          /* backend server url chosen last, or NULL */
+    struct mg_forward *forward;  /* non-NULL while forwarding */
+    struct mg_job *job;          /* non-NULL from the scheduler's submit until disposed (dispatch.c) */
+    struct mg_ws_tunnel *tunnel; /* non-NULL while a WebSocket upgrade waits for its backend */
+    mg_decision_t limit;         /* the quota decision shown in RateLimit-* (has_limit) */
     int has_limit;
 } mg_request_t;
 
@@ -336,6 +350,16 @@ void mg_dispatch_release(mg_request_t *r);
 void mg_dispatch_worker_init(mg_worker_t *w);
 void mg_dispatch_worker_dispose(mg_worker_t *w);
 
+/* Emits the headers a backend gets for `r` (forward.c): the client's in its order, less hop-by-hop
+ * ones and those the gateway writes, then Host (for `server_url` when the client sent none),
+ * X-Forwarded-For/-Proto/-Host and X-Request-Id. */
+typedef void (*mg_header_emit_t)(void *arg, const char *name, size_t nlen, const char *value, size_t vlen);
+void mg_forward_headers(mg_request_t *r, const char *server_url, mg_header_emit_t emit, void *arg);
+/* The server a request starts with (index in b->servers): the primary for a write under
+ * primary_for_writes, the first under first_available, else the next in the weighted round robin.
+ * Connect failures go on to the following servers. */
+size_t mg_backend_first_server(mg_backend_conf_t *b, mg_str_t method);
+
 /* Starts forwarding `r` to the route's backend now (forward.c). Always ends with a response. */
 void mg_forward_start(mg_request_t *r);
 /* Cancels the backend transfer of a request whose client went away. */
@@ -353,6 +377,54 @@ mg_worker_t *mg_worker_of(h2o_context_t *ctx);
  * threads created afterwards). mg_signals_wait returns the next of SIGTERM/SIGINT/SIGHUP (signals.c). */
 void mg_signals_block(void);
 int mg_signals_wait(void);
+
+/* ---------------------------------------------------------------------------------------
+ * WebSocket sessions (ws_sessions.c, ws_tunnel.c). A session belongs to the worker of its client
+ * connection; the registry lets the admin thread list sessions and ask their worker to act.
+ */
+typedef struct mg_ws_session mg_ws_session_t;
+
+/* What a session kind does when asked (on its worker). */
+typedef struct mg_ws_session_ops {
+    /* a text message for the client (malloc'ed, taken over); high: ahead of those waiting */
+    void (*send)(mg_ws_session_t *s, char *msg, size_t len, int high);
+    /* the close handshake with `code`, both ways */
+    void (*close)(mg_ws_session_t *s, unsigned code, const char *reason);
+    /* drops the connections now, no close frame */
+    void (*abort)(mg_ws_session_t *s);
+    /* finishes the work already received and the messages queued, then closes with 1000 */
+    void (*drain)(mg_ws_session_t *s);
+} mg_ws_session_ops_t;
+
+struct mg_ws_session {
+    uint64_t id;
+    mg_worker_t *worker;
+    const mg_ws_session_ops_t *ops;
+    const char *route, *tenant, *peer; /* one allocation, fixed for the session's life */
+    time_t since;
+    atomic_uint_fast64_t queued; /* messages waiting (written by the worker, read by the admin thread) */
+    mg_ws_session_t *hash_next;  /* the registry's (under its lock) */
+    h2o_linklist_t worker_link;  /* in worker->ws_sessions */
+};
+
+/* Registers a session and gives it its id; 0, or -1 when out of memory. Its worker's thread. */
+int mg_ws_session_register(mg_ws_session_t *s, mg_worker_t *w, const mg_ws_session_ops_t *ops, mg_str_t route, mg_str_t tenant,
+                           mg_str_t peer);
+void mg_ws_session_unregister(mg_ws_session_t *s);
+/* A worker's command receiver and session list (after its queue exists). */
+void mg_ws_worker_init(mg_worker_t *w);
+/* Shutdown: starts the close handshake (1001) of every session of the worker. */
+void mg_ws_worker_shutdown(mg_worker_t *w);
+/* Admin: GET /sessions, POST /sessions/{id}/{send,close,abort,drain}, POST /routes/{name}/broadcast. */
+void mg_admin_sessions(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+void mg_admin_session_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+void mg_admin_broadcast(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+
+/* Tunnels an upgrade request matched by a `forward` route to a WebSocket backend (ws_tunnel.c).
+ * Always ends the request: a 101 and the session, or an error response. */
+void mg_ws_tunnel_start(mg_request_t *r);
+/* The upgrade request is disposed before its tunnel got the client's socket: the client left. */
+void mg_ws_tunnel_cancel(mg_request_t *r);
 
 /* ---------------------------------------------------------------------------------------
  * Configuration references and reload (conf_refs.c, server.c)

@@ -158,6 +158,8 @@ static void on_request_dispose(void *p)
     mg_request_t *r = p;
     if (r->forward != NULL)
         mg_forward_cancel(r);
+    if (r->tunnel != NULL)
+        mg_ws_tunnel_cancel(r);
     mg_dispatch_release(r); /* after the transfer stopped: the next request of its key may start */
     if (!r->logged && r->status == 0)
         r->status = 499; /* the client closed before a response could be sent (nginx's code) */
@@ -202,14 +204,6 @@ static mg_str_t host_of(h2o_req_t *req)
     return mg_str(buf, len);
 }
 
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 static mg_str_t request_id_of(mg_worker_t *w, h2o_req_t *req)
 {
     ssize_t i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-request-id"), -1);
@@ -220,7 +214,8 @@ static mg_str_t request_id_of(mg_worker_t *w, h2o_req_t *req)
     }
     /* splitmix64 over a per-worker counter seeded from getrandom: ids must be unique, not secret */
     char *buf = h2o_mem_alloc_pool(&req->pool, 33);
-    snprintf(buf, 33, "%016llx%016llx", (unsigned long long)splitmix64(&w->rng[0]), (unsigned long long)splitmix64(&w->rng[1]));
+    snprintf(buf, 33, "%016llx%016llx", (unsigned long long)mg_splitmix64(&w->rng[0]),
+             (unsigned long long)mg_splitmix64(&w->rng[1]));
     return mg_str(buf, 32);
 }
 
@@ -232,10 +227,11 @@ static size_t header_bytes(h2o_req_t *req)
     return total;
 }
 
+/* h2o moves the Upgrade header of an HTTP/1 request into req->upgrade (when Connection names
+ * it); HTTP/2 has no upgrade. */
 static int is_websocket_upgrade(h2o_req_t *req)
 {
-    ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_UPGRADE, -1);
-    return i >= 0 && h2o_lcstris(req->headers.entries[i].value.base, req->headers.entries[i].value.len, H2O_STRLIT("websocket"));
+    return req->upgrade.base != NULL && h2o_lcstris(req->upgrade.base, req->upgrade.len, H2O_STRLIT("websocket"));
 }
 
 static void *pool_alloc(void *pool, size_t size)
@@ -319,7 +315,10 @@ static void dispatch(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_result
     r->send_host = res->host;
     if (res->headers_changed)
         replace_request_headers(r->req, ctx);
-    mg_dispatch_forward(r, ctx);
+    if (ctx->websocket)
+        mg_ws_tunnel_start(r); /* a session, not a request: no scheduler turn to hold for its life */
+    else
+        mg_dispatch_forward(r, ctx);
 }
 
 /* What every request must pass before routing: size limits, a path, a Host, the tenant rules. */

@@ -72,6 +72,7 @@ static void on_stop_message(h2o_multithread_receiver_t *receiver, h2o_linklist_t
     close_listeners(w);
     /* HTTP/1 connections close after their current response, HTTP/2 ones get GOAWAY */
     h2o_context_request_shutdown(&w->ctx);
+    mg_ws_worker_shutdown(w);
 }
 
 static void worker_init(mg_worker_t *w)
@@ -120,12 +121,13 @@ static void worker_park(void)
         pthread_cond_wait(&state_cond, &state_lock);
 }
 
-/* Stopping, nothing in flight, and every HTTP/2 connection closed after its GOAWAY (h2o does
+/* Stopping, nothing in flight, no WebSocket session left, and every HTTP/2 connection closed after its GOAWAY (h2o does
  * that within about a second). Idle HTTP/1 keep-alive connections are not waited for: h2o 2.2.5
  * has no way to close them early, and a client sending on one now gets the connection closed. */
 static int worker_done(mg_worker_t *w)
 {
-    return w->stopping && mg_stat_read(&w->stats.in_flight) == 0 && w->jobs == 0 && h2o_linklist_is_empty(&w->ctx.http2._conns);
+    return w->stopping && mg_stat_read(&w->stats.in_flight) == 0 && w->jobs == 0 && w->num_sessions == 0 &&
+           h2o_linklist_is_empty(&w->ctx.http2._conns);
 }
 
 static void *worker_main(void *arg)
@@ -137,6 +139,7 @@ static void *worker_main(void *arg)
     w->queue = h2o_multithread_create_queue(w->ctx.loop);
     h2o_multithread_register_receiver(w->queue, &w->stop_receiver, on_stop_message);
     mg_dispatch_worker_init(w);
+    mg_ws_worker_init(w);
     mg_worker_conf_init(w);
     worker_init(w);
     worker_report(&num_ready);

@@ -441,7 +441,7 @@ static const bad_config_t bad_configs[] = {
     {"backends:\n  crm: {servers: [\"http://a:1\"]}\n  crm: {servers: [\"http://b:1\"]}\n" BASE,
      "gw.yaml:3:3: duplicate key 'crm'"},
     {SERVER("https://a:1"), "gw.yaml:2:19: https backends are not supported yet"},
-    {SERVER("ftp://a:1"), "gw.yaml:2:19: invalid server url 'ftp://a:1' (expected http://host:port[/prefix])"},
+    {SERVER("ftp://a:1"), "gw.yaml:2:19: invalid server url 'ftp://a:1' (expected http:// or ws://host:port[/prefix])"},
     {SERVER("http://a"), "gw.yaml:2:19: invalid server url 'http://a': missing port"},
     {SERVER("http://a/x"), "gw.yaml:2:19: invalid server url 'http://a/x': missing port"},
     {SERVER("http://:80"), "gw.yaml:2:19: invalid server url 'http://:80': missing host"},
