@@ -92,6 +92,9 @@ static void on_conf_message(h2o_multithread_receiver_t *receiver, h2o_linklist_t
     mg_messages_free(messages);
     if (w->conf != NULL)
         refresh(w);
+    /* the reload reconfigured the schedulers before this message was sent: a deadline that came
+     * forward needs the timers now, not when their old time comes */
+    mg_dispatch_worker_rearm(w);
 }
 
 void mg_worker_conf_init(mg_worker_t *w)

@@ -10,10 +10,13 @@
  *          -> QUEUED: the job waits; a callback comes through the worker's receiver:
  *             RUN -> send it; TIMEOUT -> 503 queue-timeout + Retry-After; CANCELLED -> 503;
  *          -> refused (FULL, DRAINING, NOMEM): 503 queue-full.
- * The job is completed (its slot and its key's turn passed on) when h2o disposes the request:
- * the response has been written in full, or failed, or the client left. That is the one place,
- * so it happens exactly once. A request disposed while its job waits withdraws it
- * (mg_sched_cancel); if the callback was already posted, the job stays, orphaned, until it comes.
+ * The job is completed (its slot and its key's turn passed on) as soon as the backend transfer
+ * is over: the backend has answered in full (the client may still be reading it), or the
+ * transfer failed or was cancelled (forward.c calls mg_dispatch_complete). A client that reads
+ * slowly so holds neither a slot nor its key's turn. mg_dispatch_complete clears r->job, so it
+ * happens once; the dispose of the request completes a job still running (mg_dispatch_release).
+ * A request disposed while its job waits withdraws it (mg_sched_cancel); if the callback was
+ * already posted, the job stays, orphaned, until it comes.
  *
  * Backpressure: h2o 2.2.5 reads nothing more from an HTTP/1 connection while a request is in
  * progress, so a waiting request holds its connection's reading by itself; HTTP/2 connections
@@ -36,7 +39,7 @@ typedef struct mg_job {
     mg_backend_sched_t *bs;
     mg_client_watch_t watch; /* while waiting (HTTP/1) */
     uint64_t submitted_us;
-    int running; /* started: complete it when the request goes */
+    int running; /* started and counted in bs->running: complete it when the transfer ends */
 } mg_job_t;
 
 /* ---------------------------------------------------------------------------------------
@@ -85,15 +88,16 @@ static mg_backend_sched_t *new_sched(mg_gateway_t *gw, const mg_backend_conf_t *
 
 int mg_dispatch_bind(mg_gateway_t *gw, mg_config_t *conf)
 {
+    /* every missing scheduler first: a reload that fails here must leave the live ones as they
+     * are (a new one unused by the failed configuration just waits for a later reload) */
+    for (size_t i = 0; i < conf->num_backends; i++)
+        if (find_sched(gw, conf->backends[i].name) == NULL && new_sched(gw, &conf->backends[i]) == NULL)
+            return -1;
     for (size_t i = 0; i < conf->num_backends; i++) {
         mg_backend_conf_t *b = &conf->backends[i];
         mg_sched_config_t cfg = sched_config_of(b);
-        mg_backend_sched_t *bs = find_sched(gw, b->name);
-        if (bs != NULL)
-            mg_sched_configure(bs->sched, &cfg); /* waiting requests stay, in order */
-        else if ((bs = new_sched(gw, b)) == NULL)
-            return -1;
-        b->sched = bs;
+        b->sched = find_sched(gw, b->name);
+        mg_sched_configure(b->sched->sched, &cfg); /* waiting requests stay, in order */
     }
     return 0;
 }
@@ -114,6 +118,19 @@ static void on_expiry(mg_timer_t *timer)
         mg_timer_set(&e->timer, next > now ? (next - now + 999) / 1000 : 0);
 }
 
+/* Arms the timer at the scheduler's next deadline unless it is armed at that time or earlier
+ * (a reload may have brought the deadline forward: a lower queue_timeout). */
+static void arm_at_next_deadline(mg_expiry_t *e)
+{
+    uint64_t now = mg_sched_now_us(), next = mg_sched_next_deadline(e->sched);
+    if (next == MG_SCHED_NO_DEADLINE)
+        return;
+    uint64_t delay_ms = next > now ? (next - now + 999) / 1000 : 0;
+    if (mg_timer_is_set(&e->timer) && e->timer.deadline <= h2o_now(e->timer.timers->loop) + delay_ms)
+        return;
+    mg_timer_set(&e->timer, delay_ms);
+}
+
 static void arm_expiry(mg_worker_t *w, mg_backend_sched_t *bs)
 {
     if (bs->index >= w->num_expiries) {
@@ -132,11 +149,17 @@ static void arm_expiry(mg_worker_t *w, mg_backend_sched_t *bs)
         mg_timer_init(&e->timer, &w->timers, on_expiry);
         e->sched = bs->sched;
     }
-    if (mg_timer_is_set(&e->timer))
-        return;
-    uint64_t now = mg_sched_now_us(), next = mg_sched_next_deadline(bs->sched);
-    if (next != MG_SCHED_NO_DEADLINE)
-        mg_timer_set(&e->timer, next > now ? (next - now + 999) / 1000 : 0);
+    /* armed: at the earliest deadline already, since later submissions have later deadlines (a
+     * reload that brings them forward re-arms through mg_dispatch_worker_rearm) */
+    if (!mg_timer_is_set(&e->timer))
+        arm_at_next_deadline(e);
+}
+
+void mg_dispatch_worker_rearm(mg_worker_t *w)
+{
+    for (size_t i = 0; i < w->num_expiries; i++)
+        if (w->expiries[i] != NULL)
+            arm_at_next_deadline(w->expiries[i]);
 }
 
 void mg_dispatch_worker_dispose(mg_worker_t *w)
@@ -212,9 +235,10 @@ static void on_run(mg_sched_task_t *task, mg_sched_status_t status)
     mg_client_watch_stop(&job->watch);
     if (status == MG_SCHED_RUN && r->req == NULL) {
         /* the client left (its answer is sent) and h2o has not disposed the request yet:
-         * nothing to send, the dispose completes the job */
-        job->running = 1;
-        atomic_fetch_add_explicit(&job->bs->running, 1, memory_order_relaxed);
+         * nothing to send, so the turn passes on at once, never counted running */
+        r->job = NULL;
+        mg_sched_complete(job->bs->sched, task);
+        job_free(job, w);
         return;
     }
     if (status == MG_SCHED_RUN) {
@@ -308,18 +332,29 @@ void mg_dispatch_forward(mg_request_t *r, const mg_ctx_t *ctx)
     }
 }
 
+void mg_dispatch_complete(mg_request_t *r)
+{
+    mg_job_t *job = r->job;
+    if (job == NULL || !job->running)
+        return;
+    r->job = NULL;
+    atomic_fetch_sub_explicit(&job->bs->running, 1, memory_order_relaxed);
+    mg_sched_complete(job->bs->sched, &job->task);
+    job_free(job, r->worker);
+}
+
 void mg_dispatch_release(mg_request_t *r)
 {
     mg_job_t *job = r->job;
     if (job == NULL)
         return;
+    if (job->running) {
+        mg_dispatch_complete(r);
+        return;
+    }
     r->job = NULL;
     mg_client_watch_stop(&job->watch);
-    if (job->running) {
-        atomic_fetch_sub_explicit(&job->bs->running, 1, memory_order_relaxed);
-        mg_sched_complete(job->bs->sched, &job->task);
-        job_free(job, r->worker);
-    } else if (mg_sched_cancel(job->bs->sched, &job->task) == 1) {
+    if (mg_sched_cancel(job->bs->sched, &job->task) == 1) {
         job_free(job, r->worker);
     } else {
         job->r = NULL; /* its callback is on its way: on_run frees it */

@@ -564,11 +564,19 @@ static void on_failed_before_response(mg_forward_t *f, CURLcode result)
     fail(f, 502, "backend-unavailable", curl_easy_strerror(result));
 }
 
+/* Nothing more comes from the backend: its slot and the request's key turn pass on now, not
+ * when the client has read the response (a slow reader would hold them as long as it likes). */
+static void transfer_over(mg_forward_t *f)
+{
+    f->finished = 1;
+    mg_dispatch_complete(f->r);
+}
+
 /* The transfer is over: what `recv` holds goes out with the end of the response (an error
  * ends it abnormally). */
 static void finish(mg_forward_t *f, CURLcode result)
 {
-    f->finished = 1;
+    transfer_over(f);
     f->result = result;
     try_send(f);
 }
@@ -577,8 +585,10 @@ static void on_done(CURL *easy, CURLcode result, void *transfer)
 {
     mg_forward_t *f = transfer;
     mg_timer_cancel(&f->timeout);
-    if (f->r->req == NULL)
+    if (f->r->req == NULL) {
+        transfer_over(f); /* the client is gone: nobody gets the response, the dispose frees it */
         return;
+    }
     /* once the client has part of the response, an error can only cut it short */
     if (f->started || (result == CURLE_OK && f->head_done && !f->too_many_headers))
         finish(f, result);
@@ -601,7 +611,7 @@ static void on_stall(mg_timer_t *timer)
 {
     mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, stall, timer);
     release_transfer(f);
-    f->finished = 1; /* nothing more is read from the backend */
+    transfer_over(f); /* nothing more is read from the backend */
     f->result = CURLE_WRITE_ERROR;
     mg_client_abort(f->client_req);
 }
@@ -675,6 +685,7 @@ void mg_forward_cancel(mg_request_t *r)
         return;
     r->forward = NULL;
     release_transfer(f);
+    transfer_over(f);
     mg_timer_cancel(&f->stall);
     h2o_buffer_dispose(&f->recv);
     h2o_buffer_dispose(&f->sending);

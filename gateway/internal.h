@@ -291,11 +291,13 @@ typedef struct mg_request {
     mg_str_t send_method, send_path, send_query, send_host;
     uint64_t started_at; /* CLOCK_MONOTONIC, microseconds */
     int logged;
-    int status;                  /* for the access log */
-    uint64_t bytes_sent;         /* body bytes, for the access log */
-    const char *server;          /* backend server url chosen last, or NULL */
-    struct mg_forward *forward;  /* non-NULL while forwarding */
-    struct mg_job *job;          /* non-NULL from the scheduler's submit until disposed (dispatch.c) */
+    int status;                 /* for the access log */
+    uint64_t bytes_sent;        /* body bytes, for the access log */
+    const char *server;         /* backend server url chosen last, or NULL */
+    struct mg_forward *forward; /* non-NULL while forwarding */
+    /* non-NULL from the scheduler's submit until the transfer ends or the request is disposed
+     * (dispatch.c) */
+    struct mg_job *job;
     struct mg_ws_tunnel *tunnel; /* non-NULL while a WebSocket upgrade waits for its backend */
     mg_decision_t limit;         /* the quota decision shown in RateLimit-* (has_limit) */
     int has_limit;
@@ -337,15 +339,24 @@ void mg_limits_requota(mg_throttle_t *t, const mg_config_t *conf);
 
 /* Gives every backend of `conf` its scheduler: the one of the same name from an earlier
  * configuration (reconfigured: its waiting requests stay), else a new one. 0, or -1 when out of
- * memory. Main thread or under reload_lock, before `conf` is published. */
+ * memory: then no live scheduler has been reconfigured (new ones made meanwhile stay, unused
+ * until a configuration names their backend). Main thread or under reload_lock, before `conf`
+ * is published; workers then re-arm their queue timers (mg_dispatch_worker_rearm). */
 int mg_dispatch_bind(mg_gateway_t *gw, mg_config_t *conf);
 /* Sends `r` to the route's backend through its scheduler: at once, or when its turn comes
  * (ordering key, max_in_flight), or a 503 (queue-full, queue-timeout). Always ends with a
  * response. `ctx` is the routing context after the route's actions (for order.key). */
 void mg_dispatch_forward(mg_request_t *r, const mg_ctx_t *ctx);
-/* The request is being disposed: completes its job (the next one of its key may start) or
- * withdraws it while it waits. */
+/* The backend transfer of `r` is over (answered in full, failed or cancelled): completes its
+ * running job, so that its slot and its key's turn pass on while the client may still be
+ * reading. Clears r->job; does nothing when there is no running job. */
+void mg_dispatch_complete(mg_request_t *r);
+/* The request is being disposed: completes its job if still running (the next one of its key
+ * may start) or withdraws it while it waits. */
 void mg_dispatch_release(mg_request_t *r);
+/* After a reload (on the worker, from its "configuration swapped" message): re-arms this worker's
+ * queue timers, since a lower queue_timeout brings the waiting requests' deadlines forward. */
+void mg_dispatch_worker_rearm(mg_worker_t *w);
 /* A worker's receiver for scheduler deliveries (after its queue exists), and its timers' end. */
 void mg_dispatch_worker_init(mg_worker_t *w);
 void mg_dispatch_worker_dispose(mg_worker_t *w);

@@ -238,6 +238,7 @@ int mg_sched_configure(mg_sched_t *s, const mg_sched_config_t *cfg)
     mg__lock_all(s); /* every reader of cfg holds one of them */
     s->cfg = with_defaults(cfg);
     atomic_store(&s->max_in_flight, s->cfg.max_in_flight);
+    mg__sched_rering(s); /* a new high_burst may pick another next task for a waiting key */
     mg__pump(s, &o);
     mg__unlock_all(s);
     mg__flush(s, &o);

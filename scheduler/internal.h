@@ -177,6 +177,9 @@ void mg__sched_key_unqueue(mg_sched_t *s, mg__sched_key_t *k, mg_sched_task_t *t
 /* Under the shard's lock, after waiting tasks of `k` went away: releases a key left with
  * nothing, moves one whose next task changed priority to that ring. */
 void mg__sched_key_settle(mg_sched_t *s, mg__sched_key_t *k, mg__outbox_t *o);
+/* Under every lock: moves each waiting key to the ring of its next task's priority (after
+ * high_burst changed, which decides it). */
+void mg__sched_rering(mg_sched_t *s);
 /* Takes every lock (shards in order, then the backend's), and gives them back. */
 void mg__lock_all(mg_sched_t *s);
 void mg__unlock_all(mg_sched_t *s);

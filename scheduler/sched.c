@@ -337,6 +337,25 @@ void mg__sched_key_settle(mg_sched_t *s, mg__sched_key_t *k, mg__outbox_t *o)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Under every lock, after high_burst changed: a waiting key's next task may now be of the
+ * other priority (key_peek reads high_burst), so the key moves to that ring to keep I2. */
+void mg__sched_rering(mg_sched_t *s)
+{
+    for (int p = 0; p < 2; p++) {
+        mg__link_t *l = s->ring[p].next;
+        while (l != &s->ring[p]) {
+            mg__node_t *n = (mg__node_t *)l;
+            int prio;
+            l = l->next; /* before a move takes `n` to the other ring */
+            if (n->kind != MG__NODE_KEY)
+                continue; /* an unordered task keeps its own priority */
+            key_peek(s, MG__CONTAINER(n, mg__sched_key_t, ring), &prio);
+            if (prio != p)
+                ring_move(s, n, prio);
+        }
+    }
+}
+
 /* ---- handing slots over ----------------------------------------------------------------- */
 
 /* Under the backend lock: the entry `n` has been given a slot. An unordered task starts; a key

@@ -53,7 +53,9 @@
  *     deliveries; the per-request state embeds an h2o_multithread_message_t beside its
  *     mg_sched_task_t. post = h2o_multithread_send_message(&worker_of(task->owner)->recv,
  *     &msg); the receiver callback calls mg_sched_deliver for each message. (A worker may
- *     post to itself; the delivery then comes on its next loop turn, never recursively.)
+ *     post to itself; the delivery never comes recursively, from inside post. Posted from
+ *     inside the receiver callback, it comes in the same loop turn: h2o 2.2.5 calls the
+ *     receivers again until none has messages; posted from elsewhere, on a later turn.)
  *   - submit: STARTED -> send the backend request now; QUEUED -> wait for the callback;
  *     QUEUED_FULL -> also stop reading from the connection (or bridge session) until the
  *     callback; FULL -> 503; DRAINING -> 503; NOMEM -> 503.
@@ -159,7 +161,9 @@ typedef struct mg_sched_executor {
     void *ctx;
 } mg_sched_executor_t;
 
-/* Figures of one scheduler, for metrics (a consistent snapshot). */
+/* Figures of one scheduler, for metrics. Taken under every lock, so the counts agree with each
+ * other, except in_flight: the lock-free slot paths move it meanwhile, so it may be a moment
+ * older or newer than the rest (e.g. briefly above max_in_flight after a reload lowered it). */
 typedef struct mg_sched_stats {
     uint32_t in_flight;    /* running tasks that hold a slot (tasks started while the backend was unlimited hold none) */
     uint32_t waiting;      /* submitted, not started, not ended */

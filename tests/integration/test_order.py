@@ -17,7 +17,8 @@ from support import free_port, gateway_config, request, wait_until
 
 class Bank(ThreadingHTTPServer):
     """POST /acct/<op>/<amount> with X-Account-Id: applies it after a random short sleep;
-    GET /gate/<tag>: waits (at most 10 s) until `release` is set. Records everything."""
+    GET /gate/<tag>: waits (at most 10 s) until `release` is set; GET /gate/big3000000<n>: answers n
+    bytes at once. Records everything."""
 
     daemon_threads = True
 
@@ -61,6 +62,12 @@ class BankHandler(BaseHTTPRequestHandler):
             bank.inside += 1
             bank.max_inside = max(bank.max_inside, bank.inside)
             bank.order.append(self.path.rsplit("/", 1)[-1])
+        tag = self.path.rsplit("/", 1)[-1]
+        if self.path.startswith("/gate/big3000000"):
+            with bank.lock:
+                bank.inside -= 1
+            self.reply(200, "x" * int(tag[3:]))
+            return
         if self.path.startswith("/gate/"):
             bank.release.wait(10)
         else:
@@ -222,6 +229,31 @@ def test_client_leaving_while_queued_does_not_wedge_the_key(start_gateway, bank)
     assert status == 200
     assert bank.order == ["held", "next"], "the request whose client left was withdrawn"
 
+def test_a_client_reading_nothing_holds_neither_slot_nor_key_turn(start_gateway, bank):
+    """The job completes when the backend has answered, not when the client has read it all:
+    an HTTP/2 client with a zero flow-control window (nghttp -w 0) takes none of the response,
+    which the gateway holds whole, and the next request of the key and the slot go on."""
+    gw = start_bank_gateway(start_gateway, bank, workers=1, max_in_flight=1, queue_timeout="2s")
+    bank.release.set()
+    h = {"X-Account-Id": "k"}
+    reader = subprocess.Popen(["nghttp", "-w", "0", "-t", "20", "-H", "x-account-id: k",
+                               f"http://127.0.0.1:{gw.port}/gate/big100000"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: bank.order == ["big100000"], 5)
+        time.sleep(0.3)
+        started = time.monotonic()
+        status, headers, _ = request(gw.port, "GET", "/gate/after", h, timeout=10)
+        assert (status, headers.get("X-Matchgate-Error")) == (200, None)
+        assert time.monotonic() - started < 1.5
+        assert bank.order == ["big100000", "after"]
+        assert request(gw.port, "GET", "/plain/x", timeout=10)[0] == 200
+        assert reader.poll() is None, "the reader still holds its stream"
+    finally:
+        reader.kill()
+        reader.wait(5)
+
+
 def test_metrics_show_the_queue(start_gateway, bank):
     gw = start_bank_gateway(start_gateway, bank, admin=True, max_in_flight=1, queue_timeout="400ms")
     t, held = hold(gw, bank)
@@ -265,6 +297,27 @@ def test_reload_keeps_waiting_requests_in_order(start_gateway, bank):
     t.join(30)
     assert results == [200] * 3
     assert bank.order == ["first", "second", "third"]
+
+
+def test_reload_lowering_queue_timeout_applies_to_waiting_requests(start_gateway, bank):
+    gw = start_bank_gateway(start_gateway, bank, max_in_flight=1, queue_timeout="30s")
+    t, held = hold(gw, bank)
+    late = []
+    t2 = threading.Thread(target=lambda: late.append(request(gw.port, "GET", "/gate/late", timeout=40)))
+    t2.start()
+    time.sleep(0.5)  # "late" waits behind "held", its worker's timer armed for 30 s
+    conf = gw.test_config
+    conf["backends"]["bank"]["queue_timeout"] = "1s"
+    gw.write_config(conf)
+    assert "configuration reloaded" in gw.reload()
+    reloaded = time.monotonic()
+    t2.join(10)
+    assert late and late[0][0] == 503 and late[0][1]["X-Matchgate-Error"] == "queue-timeout"
+    assert time.monotonic() - reloaded < 3
+    bank.release.set()
+    t.join(15)
+    assert held == [200]
+    assert bank.order == ["held"]
 
 
 def test_http2_client_leaving_while_queued_is_withdrawn(start_gateway, bank):

@@ -568,6 +568,42 @@ Test(sched, reconfigure_slots_and_timeout)
     teardown_sched();
 }
 
+Test(sched, reconfigure_high_burst_moves_waiting_keys_to_their_new_ring)
+{
+    /* one slot, quantum 1: key k gives its slot up after each task while x waits */
+    setup_sched((mg_sched_config_t){.max_in_flight = 1, .quantum = 1, .high_burst = 2});
+    ttask_t k0, n1, h[3], x0;
+    tinit(&k0, 1, "k");
+    tinit(&x0, 2, "x");
+    tinit(&n1, 3, "k");
+    cr_assert_eq(submit(&k0, MG_SCHED_NORMAL), MG_SCHED_STARTED);
+    submit(&x0, MG_SCHED_NORMAL);
+    submit(&n1, MG_SCHED_NORMAL);
+    for (int i = 0; i < 3; i++) {
+        tinit(&h[i], 11 + i, "k");
+        submit(&h[i], MG_SCHED_HIGH);
+    }
+    complete(&k0);
+    deliver();
+    complete(&h[0]);
+    deliver();
+    complete(&h[1]);
+    deliver();
+    /* two high tasks overtook n1: k's next is n1, so k waits in the normal ring, x runs */
+    assert_started(1, 11, 12, 2);
+    mg_sched_config_t c = {.max_in_flight = 1, .quantum = 1, .high_burst = 5};
+    cr_assert_eq(mg_sched_configure(T.s, &c), 0);
+    check(); /* under high_burst 5 k's next is h[2]: k must stand in the high ring */
+    c.high_burst = 2;
+    cr_assert_eq(mg_sched_configure(T.s, &c), 0);
+    check(); /* and back */
+    c.high_burst = 5;
+    cr_assert_eq(mg_sched_configure(T.s, &c), 0);
+    run_all();
+    assert_started(1, 11, 12, 2, 13, 3);
+    teardown_sched();
+}
+
 Test(sched, config_check)
 {
     const char *why = NULL;
