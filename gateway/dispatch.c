@@ -33,13 +33,9 @@
 #define QUEUE_MAX 10000
 
 typedef struct mg_job {
-    mg_sched_task_t task;
-    h2o_multithread_message_t msg; /* carries the task to its worker (the executor) */
-    mg_request_t *r;               /* NULL once the request is disposed (an orphan) */
-    mg_backend_sched_t *bs;
+    mg_turn_t turn;
+    mg_request_t *r;         /* NULL once the request is disposed (an orphan) */
     mg_client_watch_t watch; /* while waiting (HTTP/1) */
-    uint64_t submitted_us;
-    int running; /* started and counted in bs->running: complete it when the transfer ends */
 } mg_job_t;
 
 /* ---------------------------------------------------------------------------------------
@@ -47,10 +43,10 @@ typedef struct mg_job {
  */
 static void post(void *ctx, mg_sched_task_t *task)
 {
-    mg_job_t *job = H2O_STRUCT_FROM_MEMBER(mg_job_t, task, task);
+    mg_turn_t *turn = H2O_STRUCT_FROM_MEMBER(mg_turn_t, task, task);
     mg_worker_t *w = task->owner;
     (void)ctx;
-    h2o_multithread_send_message(&w->sched_receiver, &job->msg);
+    h2o_multithread_send_message(&w->sched_receiver, &turn->msg);
 }
 
 static mg_sched_config_t sched_config_of(const mg_backend_conf_t *b)
@@ -190,17 +186,55 @@ static void count_wait(mg_backend_sched_t *bs, uint64_t waited_us)
     atomic_fetch_add_explicit(&bs->wait_count, 1, memory_order_relaxed);
 }
 
+mg_sched_result_t mg_turn_submit(mg_turn_t *t, mg_worker_t *w, mg_backend_sched_t *bs, mg_str_t key, mg_sched_priority_t priority,
+                                 mg_sched_run_cb cb)
+{
+    w->jobs++;
+    t->bs = bs;
+    t->running = 0;
+    t->submitted_us = mg_sched_now_us();
+    mg_sched_task_init(&t->task, cb, w);
+    mg_sched_result_t res = mg_sched_submit(bs->sched, &t->task, key.base, key.len, priority, t->submitted_us);
+    if (res == MG_SCHED_QUEUED || res == MG_SCHED_QUEUED_FULL)
+        arm_expiry(w, bs);
+    return res;
+}
+
+void mg_turn_started(mg_turn_t *t)
+{
+    count_wait(t->bs, mg_sched_now_us() - t->submitted_us);
+    t->running = 1;
+    atomic_fetch_add_explicit(&t->bs->running, 1, memory_order_relaxed);
+}
+
+void mg_turn_complete(mg_turn_t *t)
+{
+    if (t->running)
+        atomic_fetch_sub_explicit(&t->bs->running, 1, memory_order_relaxed);
+    t->running = 0;
+    mg_sched_complete(t->bs->sched, &t->task);
+}
+
+int mg_turn_cancel(mg_turn_t *t)
+{
+    return mg_sched_cancel(t->bs->sched, &t->task);
+}
+
+void mg_turn_finished(mg_turn_t *t, mg_worker_t *w)
+{
+    (void)t;
+    w->jobs--;
+}
+
 static void job_free(mg_job_t *job, mg_worker_t *w)
 {
-    w->jobs--;
+    mg_turn_finished(&job->turn, w);
     free(job);
 }
 
-static void job_start(mg_job_t *job, uint64_t now_us)
+static void job_start(mg_job_t *job)
 {
-    count_wait(job->bs, now_us - job->submitted_us);
-    job->running = 1;
-    atomic_fetch_add_explicit(&job->bs->running, 1, memory_order_relaxed);
+    mg_turn_started(&job->turn);
     mg_forward_start(job->r);
 }
 
@@ -223,12 +257,12 @@ static const mg_backend_conf_t *job_backend(const mg_request_t *r)
 /* The scheduler's callback for a job that waited, on its owner worker. */
 static void on_run(mg_sched_task_t *task, mg_sched_status_t status)
 {
-    mg_job_t *job = H2O_STRUCT_FROM_MEMBER(mg_job_t, task, task);
+    mg_job_t *job = H2O_STRUCT_FROM_MEMBER(mg_job_t, turn.task, task);
     mg_request_t *r = job->r;
     mg_worker_t *w = task->owner;
     if (r == NULL) { /* an orphan: its request is gone */
         if (status == MG_SCHED_RUN)
-            mg_sched_complete(job->bs->sched, task); /* never started at the backend: not counted running */
+            mg_turn_complete(&job->turn); /* never started at the backend: not counted running */
         job_free(job, w);
         return;
     }
@@ -237,12 +271,12 @@ static void on_run(mg_sched_task_t *task, mg_sched_status_t status)
         /* the client left (its answer is sent) and h2o has not disposed the request yet:
          * nothing to send, so the turn passes on at once, never counted running */
         r->job = NULL;
-        mg_sched_complete(job->bs->sched, task);
+        mg_turn_complete(&job->turn);
         job_free(job, w);
         return;
     }
     if (status == MG_SCHED_RUN) {
-        job_start(job, mg_sched_now_us());
+        job_start(job);
         return;
     }
     /* the job is over: the request no longer refers to it */
@@ -260,9 +294,9 @@ static void on_run(mg_sched_task_t *task, mg_sched_status_t status)
 static void on_sched_messages(h2o_multithread_receiver_t *receiver, h2o_linklist_t *messages)
 {
     while (!h2o_linklist_is_empty(messages)) {
-        mg_job_t *job = H2O_STRUCT_FROM_MEMBER(mg_job_t, msg.link, messages->next);
-        h2o_linklist_unlink(&job->msg.link);
-        mg_sched_deliver(&job->task);
+        mg_turn_t *turn = H2O_STRUCT_FROM_MEMBER(mg_turn_t, msg.link, messages->next);
+        h2o_linklist_unlink(&turn->msg.link);
+        mg_sched_deliver(&turn->task);
     }
 }
 
@@ -309,20 +343,15 @@ void mg_dispatch_forward(mg_request_t *r, const mg_ctx_t *ctx)
         mg_request_send_error(r, 503, "queue-full", "no memory to queue the request");
         return;
     }
-    r->worker->jobs++;
     job->r = r;
-    job->bs = b->sched;
-    job->submitted_us = mg_sched_now_us();
-    mg_sched_task_init(&job->task, on_run, r->worker);
-    switch (mg_sched_submit(b->sched->sched, &job->task, key.base, key.len, priority, job->submitted_us)) {
+    switch (mg_turn_submit(&job->turn, r->worker, b->sched, key, priority, on_run)) {
     case MG_SCHED_STARTED:
         r->job = job;
-        job_start(job, job->submitted_us);
+        job_start(job);
         break;
     case MG_SCHED_QUEUED:
     case MG_SCHED_QUEUED_FULL:
         r->job = job;
-        arm_expiry(r->worker, b->sched);
         mg_client_watch_start(&job->watch, &r->worker->timers, r->req, on_watch_gone);
         break;
     default:
@@ -335,11 +364,10 @@ void mg_dispatch_forward(mg_request_t *r, const mg_ctx_t *ctx)
 void mg_dispatch_complete(mg_request_t *r)
 {
     mg_job_t *job = r->job;
-    if (job == NULL || !job->running)
+    if (job == NULL || !job->turn.running)
         return;
     r->job = NULL;
-    atomic_fetch_sub_explicit(&job->bs->running, 1, memory_order_relaxed);
-    mg_sched_complete(job->bs->sched, &job->task);
+    mg_turn_complete(&job->turn);
     job_free(job, r->worker);
 }
 
@@ -348,13 +376,13 @@ void mg_dispatch_release(mg_request_t *r)
     mg_job_t *job = r->job;
     if (job == NULL)
         return;
-    if (job->running) {
+    if (job->turn.running) {
         mg_dispatch_complete(r);
         return;
     }
     r->job = NULL;
     mg_client_watch_stop(&job->watch);
-    if (mg_sched_cancel(job->bs->sched, &job->task) == 1) {
+    if (mg_turn_cancel(&job->turn) == 1) {
         job_free(job, r->worker);
     } else {
         job->r = NULL; /* its callback is on its way: on_run frees it */

@@ -22,6 +22,7 @@
 #define MAX_RESPONSE_HEADERS 100
 
 typedef struct mg_forward {
+    mg_transfer_t transfer; /* first: the upstream's handle on it */
     mg_request_t *r;
     CURL *easy;
     mg_backend_conf_t *backend;
@@ -529,7 +530,7 @@ static int start_attempt(mg_forward_t *f)
 {
     if (configure_attempt(f) != 0)
         return -1;
-    return mg_upstream_start(f->r->worker->upstream, f->easy, f);
+    return mg_upstream_start(f->r->worker->upstream, f->easy, &f->transfer);
 }
 
 static int connect_failed(mg_forward_t *f, CURLcode result)
@@ -581,9 +582,9 @@ static void finish(mg_forward_t *f, CURLcode result)
     try_send(f);
 }
 
-static void on_done(CURL *easy, CURLcode result, void *transfer)
+static void on_done(mg_transfer_t *transfer, CURL *easy, CURLcode result)
 {
-    mg_forward_t *f = transfer;
+    mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, transfer, transfer);
     mg_timer_cancel(&f->timeout);
     if (f->r->req == NULL) {
         transfer_over(f); /* the client is gone: nobody gets the response, the dispose frees it */
@@ -628,13 +629,14 @@ static void on_flush(void *arg)
     }
 }
 
-const mg_upstream_callbacks_t mg_forward_upstream_callbacks = {on_done, on_flush};
+const mg_upstream_callbacks_t mg_forward_upstream_callbacks = {on_flush};
 
 static mg_forward_t *forward_new(mg_request_t *r)
 {
     h2o_req_t *req = r->req;
     mg_forward_t *f = h2o_mem_alloc_pool(&req->pool, sizeof(*f));
     memset(f, 0, sizeof(*f));
+    f->transfer.done = on_done;
     f->r = r;
     f->backend = r->route->forward.backend;
     f->generator.proceed = on_proceed;

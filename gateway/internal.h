@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include "gateway/gateway.h"
 #include "gateway/ws.h"
+#include "scheduler/scheduler.h"
 #include "throttle/throttle.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -115,19 +116,24 @@ int mg_client_abort(h2o_req_t *req);
  */
 typedef struct mg_upstream mg_upstream_t;
 typedef struct mg_upstream_callbacks {
-    /* A transfer ended (CURLE_OK or the error); it is out of the multi handle, and the easy
-     * handle stays the caller's until mg_upstream_release. `transfer` is what start was given. */
-    void (*done)(CURL *easy, CURLcode result, void *transfer);
     /* curl has run (data may have arrived through write callbacks): time to send it on. */
     void (*flush)(void *cb_arg);
 } mg_upstream_callbacks_t;
+
+/* The first member of whatever owns a transfer (a forward, a bridge call). */
+typedef struct mg_transfer {
+    /* The transfer ended (CURLE_OK or the error); it is out of the multi handle, and the easy
+     * handle stays the owner's until mg_upstream_release. */
+    void (*done)(struct mg_transfer *transfer, CURL *easy, CURLcode result);
+} mg_transfer_t;
 
 mg_upstream_t *mg_upstream_create(h2o_loop_t *loop, mg_timers_t *timers, const mg_upstream_callbacks_t *cbs, void *cb_arg);
 void mg_upstream_destroy(mg_upstream_t *up);
 /* A reset easy handle (from a free list), with the options every transfer shares already set. */
 CURL *mg_upstream_acquire(mg_upstream_t *up);
-/* Starts the transfer; `done` runs once for it, later, on the loop. 0, or -1 if curl refused it. */
-int mg_upstream_start(mg_upstream_t *up, CURL *easy, void *transfer);
+/* Starts the transfer; transfer->done runs once for it, later, on the loop. 0, or -1 if curl
+ * refused it. */
+int mg_upstream_start(mg_upstream_t *up, CURL *easy, mg_transfer_t *transfer);
 /* Stops a started transfer (no callback follows) or returns an idle handle to the free list. */
 void mg_upstream_release(mg_upstream_t *up, CURL *easy);
 /* Resumes a transfer paused by its write callback; safe from any loop callback. */
@@ -327,6 +333,9 @@ int mg_limits_check_connection(mg_request_t *r);
  * nothing when no quota applied. */
 void mg_limits_add_headers(mg_request_t *r, h2o_req_t *req);
 
+/* One admission against the tenant's quota for something that is not a request (a bridged
+ * WebSocket message): 1 admitted (also without a quota), 0 rejected with *retry_after_us set. */
+int mg_limits_admit_tenant(mg_worker_t *w, const mg_config_t *conf, mg_str_t tenant, uint64_t *retry_after_us);
 /* Splits a throttle key made here: returns 't' (a tenant's: `name` is the tenant), 'r' (a
  * route's: `route` and the expanded key `name`), or 0 for a key of another kind. */
 int mg_limits_parse_key(const char *key, size_t len, mg_str_t *route, mg_str_t *name);
@@ -357,6 +366,30 @@ void mg_dispatch_release(mg_request_t *r);
 /* After a reload (on the worker, from its "configuration swapped" message): re-arms this worker's
  * queue timers, since a lower queue_timeout brings the waiting requests' deadlines forward. */
 void mg_dispatch_worker_rearm(mg_worker_t *w);
+/*
+ * A place in a backend's scheduler for any piece of work of a worker (a forwarded request, a
+ * bridged WebSocket message). Its run callback comes on the worker through its receiver.
+ * submit -> STARTED: call mg_turn_started and run it now; QUEUED: wait for the callback
+ * (MG_SCHED_RUN: mg_turn_started, run); a refusal: the turn is over. A started turn ends with
+ * mg_turn_complete (its slot and its key's turn pass on); a waiting one may be withdrawn with
+ * mg_turn_cancel (0: its callback is on its way and must be waited for). Whatever the path,
+ * mg_turn_finished when the memory holding the turn is given up (the worker counts turns alive).
+ */
+typedef struct mg_turn {
+    mg_sched_task_t task;
+    h2o_multithread_message_t msg; /* carries the task to its worker (the scheduler's executor) */
+    mg_backend_sched_t *bs;
+    uint64_t submitted_us;
+    int running; /* started and counted in bs->running */
+} mg_turn_t;
+
+mg_sched_result_t mg_turn_submit(mg_turn_t *t, mg_worker_t *w, mg_backend_sched_t *bs, mg_str_t key, mg_sched_priority_t priority,
+                                 mg_sched_run_cb cb);
+void mg_turn_started(mg_turn_t *t);
+void mg_turn_complete(mg_turn_t *t);
+int mg_turn_cancel(mg_turn_t *t);
+void mg_turn_finished(mg_turn_t *t, mg_worker_t *w);
+
 /* A worker's receiver for scheduler deliveries (after its queue exists), and its timers' end. */
 void mg_dispatch_worker_init(mg_worker_t *w);
 void mg_dispatch_worker_dispose(mg_worker_t *w);
@@ -370,6 +403,35 @@ void mg_forward_headers(mg_request_t *r, const char *server_url, mg_header_emit_
  * primary_for_writes, the first under first_available, else the next in the weighted round robin.
  * Connect failures go on to the following servers. */
 size_t mg_backend_first_server(mg_backend_conf_t *b, mg_str_t method);
+
+/* A backend call of the gateway's own (call.c): a request complete in memory, the response
+ * collected whole. */
+typedef struct mg_call mg_call_t;
+
+typedef struct mg_call_spec {
+    mg_backend_conf_t *backend;
+    const char *method; /* NUL-terminated */
+    mg_str_t path, query;
+    struct curl_slist *headers; /* the caller's, valid until the call ends */
+    const char *body;           /* NULL: none; else valid until the call ends */
+    size_t body_len;
+    size_t max_response; /* body bytes; beyond it the call fails (502) */
+} mg_call_spec_t;
+
+typedef struct mg_call_result {
+    int status;        /* the backend's, or 502/504 when `error` is set */
+    const char *error; /* NULL: the backend answered */
+    const char *body;  /* valid during the callback */
+    size_t len;
+} mg_call_result_t;
+
+typedef void (*mg_call_done_t)(void *arg, const mg_call_result_t *res);
+
+/* Starts a call; `done` runs once, later, on the worker's loop, unless the call is cancelled
+ * first. NULL when it cannot start (out of memory, curl refused it). */
+mg_call_t *mg_call_start(mg_worker_t *w, const mg_call_spec_t *spec, mg_call_done_t done, void *arg);
+/* Stops a call whose `done` has not run: no callback follows. */
+void mg_call_cancel(mg_call_t *c);
 
 /* Starts forwarding `r` to the route's backend now (forward.c). Always ends with a response. */
 void mg_forward_start(mg_request_t *r);
@@ -430,6 +492,32 @@ void mg_ws_worker_shutdown(mg_worker_t *w);
 void mg_admin_sessions(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_session_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_broadcast(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+
+/* Frames the gateway writes itself into a stream (ws_out.c): control frames at any frame
+ * boundary, messages between messages, high-priority messages ahead of waiting ones. */
+typedef struct mg_ws_frame_buf mg_ws_frame_buf_t;
+
+typedef struct mg_ws_out {
+    mg_ws_frame_buf_t *ctl, *data; /* waiting */
+    mg_ws_frame_buf_t *inflight;   /* taken for the write in progress */
+    size_t queued;                 /* messages waiting */
+} mg_ws_out_t;
+
+/* A whole frame (FIN set); masked with `mask` unless NULL. NULL when out of memory. */
+mg_ws_frame_buf_t *mg_ws_frame_new(unsigned opcode, const void *payload, size_t len, const uint8_t *mask);
+/* Queues a frame (NULL is ignored): a message (`message`) or a control frame; `front`: ahead of
+ * the waiting ones of its kind. */
+void mg_ws_out_push(mg_ws_out_t *o, mg_ws_frame_buf_t *f, int message, int front);
+/* Moves frames that may go now into bufs (control frames, then messages when `messages_ok`,
+ * about 64 KiB of them); they stay alive until mg_ws_out_written. Returns how many. */
+size_t mg_ws_out_take(mg_ws_out_t *o, h2o_iovec_t *bufs, size_t max, int messages_ok);
+void mg_ws_out_written(mg_ws_out_t *o);
+void mg_ws_out_drop_messages(mg_ws_out_t *o);
+void mg_ws_out_dispose(mg_ws_out_t *o);
+
+/* The client's handshake: GET, HTTP/1.1, a 24-character key and version 13 (RFC 6455 4.2.1).
+ * NULL when valid, with the key; else why not (the request gets a 400). */
+const char *mg_ws_check_handshake(h2o_req_t *req, h2o_iovec_t *key);
 
 /* Tunnels an upgrade request matched by a `forward` route to a WebSocket backend (ws_tunnel.c).
  * Always ends the request: a 101 and the session, or an error response. */

@@ -86,6 +86,26 @@ int mg_limits_check_tenant(mg_request_t *r, const mg_ctx_t *ctx)
     return decide(r, make_key(&r->req->pool, "t", mg_str("", 0), ctx->tenant), *quota, "tenant quota exceeded");
 }
 
+int mg_limits_admit_tenant(mg_worker_t *w, const mg_config_t *conf, mg_str_t tenant, uint64_t *retry_after_us)
+{
+    const mg_quota_t *quota = mg_tenants_quota(&conf->tenants, tenant);
+    char key[MG_TENANT_MAX_LEN + 2];
+    mg_decision_t d;
+    if (quota == NULL || tenant.len == 0 || tenant.len > MG_TENANT_MAX_LEN)
+        return 1;
+    key[0] = 't'; /* the same key as make_key(.., "t", "", tenant): one quota for requests and messages */
+    key[1] = '\0';
+    memcpy(key + 2, tenant.base, tenant.len);
+    int rc = mg_throttle_acquire(w->gw->throttle, key, tenant.len + 2, *quota, conf->generation, mg_throttle_now(), &d);
+    if (rc != 0) {
+        mg_stat_inc(&w->stats.throttle_admitted);
+        return 1; /* admitted, or out of memory (which admits, as for requests) */
+    }
+    mg_stat_inc(&w->stats.throttle_rejected);
+    *retry_after_us = d.retry_after_us;
+    return 0;
+}
+
 /* The quota key of one route: its template, else the tenant. Empty: not counted (nginx's rule
  * for limit_req keys); `key: all` or any literal makes one bucket for the whole route. */
 static int route_key(const mg_route_t *route, const mg_ctx_t *ctx, mg_str_t *key)

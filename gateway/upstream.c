@@ -42,11 +42,11 @@ static void check_done(mg_upstream_t *up)
             continue;
         CURL *easy = msg->easy_handle;
         CURLcode result = msg->data.result;
-        void *transfer = NULL;
+        mg_transfer_t *transfer = NULL;
         curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&transfer);
         /* out of the multi first: the callback may release or restart the handle */
         curl_multi_remove_handle(up->multi, easy);
-        up->cbs.done(easy, result, transfer);
+        transfer->done(transfer, easy, result);
     }
 }
 
@@ -241,7 +241,7 @@ CURL *mg_upstream_acquire(mg_upstream_t *up)
     return easy;
 }
 
-int mg_upstream_start(mg_upstream_t *up, CURL *easy, void *transfer)
+int mg_upstream_start(mg_upstream_t *up, CURL *easy, mg_transfer_t *transfer)
 {
     curl_easy_setopt(easy, CURLOPT_PRIVATE, transfer);
     return curl_multi_add_handle(up->multi, easy) == CURLM_OK ? 0 : -1;

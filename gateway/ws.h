@@ -53,6 +53,8 @@ size_t mg_ws_frame_header(uint8_t *out, int fin, unsigned opcode, uint64_t len, 
 void mg_ws_mask(uint8_t *p, size_t n, const uint8_t mask[4], uint64_t offset);
 /* A close frame's payload: the code, then the reason (cut to fit 125 bytes). Returns its length. */
 size_t mg_ws_close_payload(uint8_t *out, unsigned code, const char *reason);
+/* 1 for a close code an endpoint may send (1000-1003, 1007-1014, 3000-4999). */
+int mg_ws_close_code_is_valid(unsigned code);
 /* Sec-WebSocket-Accept for a Sec-WebSocket-Key. */
 void mg_ws_accept_key(char out[MG_WS_ACCEPT_LEN + 1], const char *key, size_t len);
 

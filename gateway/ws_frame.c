@@ -146,3 +146,9 @@ size_t mg_ws_close_payload(uint8_t *out, unsigned code, const char *reason)
         memcpy(out + 2, reason, n);
     return n + 2;
 }
+
+int mg_ws_close_code_is_valid(unsigned code)
+{
+    /* 1004-1006 and 1015 are reserved for reports, never sent (RFC 6455 7.4.1) */
+    return (code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999);
+}

@@ -44,18 +44,6 @@ int phr_parse_response(const char *buf, size_t len, int *minor_version, int *sta
 
 enum { CONNECTING, UPGRADING, OPEN, CLOSING };
 
-/* A frame the gateway writes itself (to the backend: masked). */
-typedef struct out_frame {
-    struct out_frame *next;
-    size_t len;
-    uint8_t bytes[];
-} out_frame_t;
-
-typedef struct out_queue {
-    out_frame_t *head, **tail;
-    size_t size;
-} out_queue_t;
-
 /* One direction: source -> destination. */
 typedef struct dir {
     int from_client;
@@ -64,8 +52,7 @@ typedef struct dir {
     int skip_payload;      /* ... which is dropped rather than passed */
     int busy;              /* a write is in flight on the destination */
     size_t writing;        /* bytes of the source's input it carries */
-    out_queue_t ctl, data; /* frames to put into this direction's stream */
-    out_frame_t *inflight; /* ... being written */
+    mg_ws_out_t out;       /* frames of the gateway's own for this direction's stream */
     int eof;               /* the source has closed its connection */
     int answered;          /* CLOSING: the source sent its close frame */
     int broken;            /* the source broke the framing: its bytes are dropped unread */
@@ -107,60 +94,20 @@ static h2o_socket_t *dst_of(mg_ws_tunnel_t *t, dir_t *d)
 /* ---------------------------------------------------------------------------------------
  * Frames of the gateway's own
  */
-static void queue_push(out_queue_t *q, out_frame_t *f, int front)
-{
-    if (q->head == NULL)
-        q->tail = &q->head;
-    if (front) {
-        f->next = q->head;
-        if (q->head == NULL)
-            q->tail = &f->next;
-        q->head = f;
-    } else {
-        f->next = NULL;
-        *q->tail = f;
-        q->tail = &f->next;
-    }
-    q->size++;
-}
-
-static void frames_free(out_frame_t *f)
-{
-    while (f != NULL) {
-        out_frame_t *next = f->next;
-        free(f);
-        f = next;
-    }
-}
 
 /* A whole frame: masked with a fresh key when it goes to the backend (clients must mask). */
-static out_frame_t *frame_new(mg_ws_tunnel_t *t, int to_server, unsigned opcode, const void *payload, size_t len)
+static mg_ws_frame_buf_t *frame_new(mg_ws_tunnel_t *t, int to_server, unsigned opcode, const void *payload, size_t len)
 {
-    out_frame_t *f = malloc(sizeof(*f) + MG_WS_HEADER_MAX + len);
-    if (f == NULL)
-        return NULL;
-    uint8_t mask[4];
-    if (to_server) {
-        uint32_t r = (uint32_t)mg_splitmix64(&t->w->rng[0]);
-        memcpy(mask, &r, 4);
-    }
-    size_t n = mg_ws_frame_header(f->bytes, 1, opcode, len, to_server ? mask : NULL);
-    if (len != 0)
-        memcpy(f->bytes + n, payload, len);
-    if (to_server)
-        mg_ws_mask(f->bytes + n, len, mask, 0);
-    f->len = n + len;
-    return f;
+    uint32_t mask = (uint32_t)mg_splitmix64(&t->w->rng[0]);
+    return mg_ws_frame_new(opcode, payload, len, to_server ? (const uint8_t *)&mask : NULL);
 }
 
 /* Queues a frame of the gateway's own; the caller pumps (nothing here writes). */
-static void inject(mg_ws_tunnel_t *t, dir_t *d, out_frame_t *f, int data, int front)
+static void inject(mg_ws_tunnel_t *t, dir_t *d, mg_ws_frame_buf_t *f, int message, int front)
 {
-    if (f == NULL)
-        return;
-    queue_push(data ? &d->data : &d->ctl, f, front);
+    mg_ws_out_push(&d->out, f, message, front);
     if (d == &t->down)
-        atomic_store_explicit(&t->session.queued, d->data.size, memory_order_relaxed);
+        atomic_store_explicit(&t->session.queued, d->out.queued, memory_order_relaxed);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -179,12 +126,8 @@ static void tunnel_free(mg_ws_tunnel_t *t)
         h2o_socket_close(t->server);
     if (t->registered)
         mg_ws_session_unregister(&t->session);
-    dir_t *dirs[2] = {&t->up, &t->down};
-    for (int i = 0; i < 2; i++) {
-        frames_free(dirs[i]->ctl.head);
-        frames_free(dirs[i]->data.head);
-        frames_free(dirs[i]->inflight);
-    }
+    mg_ws_out_dispose(&t->up.out);
+    mg_ws_out_dispose(&t->down.out);
     mg_worker_conf_drop(t->w, t->conf);
     free(t->head);
     free(t->target);
@@ -287,34 +230,6 @@ static size_t judge(mg_ws_tunnel_t *t, dir_t *d, h2o_socket_t *src)
     }
 }
 
-/* Moves the gateway's frames that may go now into `bufs`: control frames at any frame boundary,
- * messages only between messages, and about MAX_DATA_WRITE bytes of them per write, so that
- * the rest waits in the queue where a high-priority message can still go ahead of it. */
-#define MAX_DATA_WRITE (64 * 1024)
-
-static size_t take_injections(dir_t *d, h2o_iovec_t *bufs, size_t max)
-{
-    size_t n = 0, data_bytes = 0;
-    out_frame_t **last = &d->inflight;
-    if (d->payload_left != 0)
-        return 0;
-    out_queue_t *queues[2] = {&d->ctl, d->rd.in_message ? NULL : &d->data};
-    for (int q = 0; q < 2; q++) {
-        while (queues[q] != NULL && queues[q]->head != NULL && n < max && data_bytes < MAX_DATA_WRITE) {
-            if (q == 1)
-                data_bytes += queues[q]->head->len;
-            out_frame_t *f = queues[q]->head;
-            queues[q]->head = f->next;
-            queues[q]->size--;
-            f->next = NULL;
-            *last = f;
-            last = &f->next;
-            bufs[n++] = h2o_iovec_init(f->bytes, f->len);
-        }
-    }
-    return n;
-}
-
 /* Writes what may go from one direction now, unless a write is in flight. */
 static void pump(mg_ws_tunnel_t *t, dir_t *d)
 {
@@ -323,9 +238,10 @@ static void pump(mg_ws_tunnel_t *t, dir_t *d)
         return;
     size_t pass = judge(t, d, src);
     h2o_iovec_t bufs[65];
-    size_t n = take_injections(d, bufs, 64);
+    /* the gateway's frames go at a frame boundary, its messages between messages */
+    size_t n = d->payload_left == 0 ? mg_ws_out_take(&d->out, bufs, 64, !d->rd.in_message) : 0;
     if (d == &t->down)
-        atomic_store_explicit(&t->session.queued, d->data.size, memory_order_relaxed);
+        atomic_store_explicit(&t->session.queued, d->out.queued, memory_order_relaxed);
     if (pass != 0)
         bufs[n++] = h2o_iovec_init(src->input->bytes, pass);
     if (n == 0)
@@ -341,7 +257,7 @@ static int is_over(mg_ws_tunnel_t *t)
 {
     if (t->up.eof || t->down.eof)
         return 1;
-    return t->state == CLOSING && t->up.answered && t->down.answered && t->up.ctl.head == NULL && t->down.ctl.head == NULL;
+    return t->state == CLOSING && t->up.answered && t->down.answered && t->up.out.ctl == NULL && t->down.out.ctl == NULL;
 }
 
 /*
@@ -351,7 +267,7 @@ static int is_over(mg_ws_tunnel_t *t)
  */
 static void progress(mg_ws_tunnel_t *t)
 {
-    if (t->drain && t->state == OPEN && t->down.data.size == 0)
+    if (t->drain && t->state == OPEN && t->down.out.queued == 0)
         start_close(t, MG_WS_CLOSE_NORMAL, MG_WS_CLOSE_NORMAL, "drained");
     pump(t, &t->up);
     pump(t, &t->down);
@@ -365,8 +281,7 @@ static void on_write(h2o_socket_t *sock, const char *err)
     dir_t *d = sock == t->client ? &t->down : &t->up;
     h2o_socket_t *src = src_of(t, d);
     d->busy = 0;
-    frames_free(d->inflight);
-    d->inflight = NULL;
+    mg_ws_out_written(&d->out);
     if (err != NULL) {
         tunnel_free(t); /* the destination is gone */
         return;
@@ -400,8 +315,7 @@ static void start_close(mg_ws_tunnel_t *t, unsigned client_code, unsigned server
     if (t->state != OPEN)
         return;
     t->state = CLOSING;
-    frames_free(t->down.data.head);
-    t->down.data = (out_queue_t){NULL, NULL, 0};
+    mg_ws_out_drop_messages(&t->down.out);
     uint8_t payload[125];
     size_t n = mg_ws_close_payload(payload, client_code, reason);
     inject(t, &t->down, frame_new(t, 0, MG_WS_CLOSE, payload, n), 0, 0);
@@ -445,7 +359,7 @@ static mg_ws_tunnel_t *tunnel_of(mg_ws_session_t *s)
 static void op_send(mg_ws_session_t *s, char *msg, size_t len, int high)
 {
     mg_ws_tunnel_t *t = tunnel_of(s);
-    if (t->state == OPEN && t->down.data.size >= t->conf->websocket.max_queued_messages)
+    if (t->state == OPEN && t->down.out.queued >= t->conf->websocket.max_queued_messages)
         start_close(t, MG_WS_CLOSE_POLICY, MG_WS_CLOSE_GOING_AWAY, "too many messages queued for the client");
     else if (t->state == OPEN)
         inject(t, &t->down, frame_new(t, 0, MG_WS_TEXT, msg, len), 1, high);
@@ -774,8 +688,7 @@ static char *build_target(mg_request_t *r)
     return target;
 }
 
-/* The client's handshake: GET, HTTP/1.1, a key and version 13 (RFC 6455 4.2.1). NULL when valid. */
-static const char *check_handshake(h2o_req_t *req, h2o_iovec_t *key)
+const char *mg_ws_check_handshake(h2o_req_t *req, h2o_iovec_t *key)
 {
     if (req->version != 0x101)
         return "a WebSocket upgrade needs HTTP/1.1";
@@ -794,7 +707,7 @@ static const char *check_handshake(h2o_req_t *req, h2o_iovec_t *key)
 void mg_ws_tunnel_start(mg_request_t *r)
 {
     h2o_iovec_t key;
-    const char *why = check_handshake(r->req, &key);
+    const char *why = mg_ws_check_handshake(r->req, &key);
     if (why != NULL) {
         mg_request_send_error(r, 400, "bad-request", why);
         return;

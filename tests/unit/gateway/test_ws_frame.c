@@ -123,3 +123,13 @@ Test(ws_frame, close_payload_cuts_the_reason)
     cr_expect(out[0] == 0x03 && out[1] == 0xe9);
     cr_expect_eq(mg_ws_close_payload(out, 1000, NULL), 2);
 }
+
+Test(ws_frame, close_codes_an_endpoint_may_send)
+{
+    const unsigned ok[] = {1000, 1001, 1003, 1007, 1011, 1014, 3000, 4999};
+    const unsigned bad[] = {0, 999, 1004, 1005, 1006, 1015, 2000, 2999, 5000};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+        cr_expect(mg_ws_close_code_is_valid(ok[i]), "%u", ok[i]);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        cr_expect(!mg_ws_close_code_is_valid(bad[i]), "%u", bad[i]);
+}
