@@ -216,6 +216,20 @@ def read_frame(s):
     return b0 & 0x0F, payload
 
 
+def test_a_client_that_stops_reading_holds_the_backend_back(gw, wsb):
+    """Backpressure through the tunnel: the backend pushes 256 MiB to a client that reads
+    nothing; the backend's sends stop after what the socket buffers hold, and the gateway's
+    memory stays flat."""
+    before = gw.rss_kib()
+    with raw_upgrade(int(gw.url.rsplit(":", 1)[1]), path="/ws/flood/4096/65536", rcvbuf=65536):
+        time.sleep(2)
+        sent = wsb.flooded
+        time.sleep(1)
+        assert wsb.flooded == sent, "the backend is held back"
+        assert sent * 65536 < 64 << 20, f"{sent} messages went out to a client reading nothing"
+        assert gw.rss_kib() - before < 32 * 1024
+
+
 def test_unmasked_client_frame_is_a_protocol_error(gw):
     with raw_upgrade(int(gw.url.rsplit(":", 1)[1])) as s:
         s.sendall(b"\x81\x02hi")  # clients must mask

@@ -2,6 +2,7 @@
 
 Paths: /echo echoes every message (text or binary); /close/<code> closes at once with that code;
 /push/<n> sends n numbered text messages as fast as the client takes them, then waits;
+/flood/<n>/<size> sends n binary messages of size bytes, counting them in `flooded`;
 /refuse answers the upgrade with 403. Every handshake's request headers are recorded, with the
 close code the backend saw from the client.
 """
@@ -19,6 +20,7 @@ class WsBackend:
         self.handshakes = []  # (path, headers dict lower-cased)
         self.closes = []  # (path, code, reason) seen from the client
         self.received = []  # (path, message)
+        self.flooded = 0
         self.lock = threading.Lock()
         started = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(started,), daemon=True)
@@ -49,6 +51,13 @@ class WsBackend:
         try:
             if path.startswith("/close/"):
                 await ws.close(int(path.rsplit("/", 1)[1]), "backend closes")
+            elif path.startswith("/flood/"):
+                n, size = map(int, path.split("/")[2:4])
+                chunk = b"\xab" * size
+                for _ in range(n):
+                    await ws.send(chunk)
+                    self.flooded += 1
+                await ws.wait_closed()
             elif path.startswith("/push/"):
                 for i in range(int(path.rsplit("/", 1)[1])):
                     await ws.send(f"push {i}")

@@ -76,6 +76,31 @@ Test(config, defaults)
     cr_assert_eq(conf->access_log_fd, -1, "loading opens nothing");
 }
 
+Test(config, websocket_defaults_and_settings)
+{
+    load(BASE);
+    cr_assert_eq(conf->websocket.idle_timeout_ms, 120000);
+    cr_assert_eq(conf->websocket.ping_interval_ms, 30000);
+    cr_assert_eq(conf->websocket.close_timeout_ms, 5000);
+    cr_assert_eq(conf->websocket.max_message_size, 16 << 20);
+    cr_assert_eq(conf->websocket.max_queued_messages, 1024);
+    mg_config_free(conf);
+    load(BASE "websocket: {idle_timeout: 2m, ping_interval: 0s, close_timeout: 1s, max_message_size: 64KiB, "
+              "max_queued_messages: 8}\n");
+    cr_assert_eq(conf->websocket.idle_timeout_ms, 120000);
+    cr_assert_eq(conf->websocket.ping_interval_ms, 0, "0s turns pings off");
+    cr_assert_eq(conf->websocket.close_timeout_ms, 1000);
+    cr_assert_eq(conf->websocket.max_message_size, 64 << 10);
+    cr_assert_eq(conf->websocket.max_queued_messages, 8);
+}
+
+Test(config, ws_urls_are_http_urls_inside)
+{
+    load("backends:\n  live: {servers: [\"ws://127.0.0.1:9001/\", \"http://127.0.0.1:9002\"]}\n" BASE);
+    cr_assert_str_eq(conf->backends[0].servers[0].url, "http://127.0.0.1:9001");
+    cr_assert_str_eq(conf->backends[0].servers[1].url, "http://127.0.0.1:9002");
+}
+
 Test(config, admin)
 {
     load(BASE "admin:\n  address: \"127.0.0.1:9901\"\n  token: \"s3cr3t-T0ken_~+/=\"\n");
@@ -441,6 +466,11 @@ static const bad_config_t bad_configs[] = {
     {"backends:\n  crm: {servers: [\"http://a:1\"]}\n  crm: {servers: [\"http://b:1\"]}\n" BASE,
      "gw.yaml:3:3: duplicate key 'crm'"},
     {SERVER("https://a:1"), "gw.yaml:2:19: https backends are not supported yet"},
+    {SERVER("wss://a:1"), "gw.yaml:2:19: https backends are not supported yet"},
+    {SERVER("ws://a"), "gw.yaml:2:19: invalid server url 'ws://a': missing port"},
+    {"websocket: {idle_timeout: 0s}\n" BASE, "gw.yaml:1:27: idle_timeout must be greater than 0"},
+    {"websocket: {max_queued_messages: 0}\n" BASE, "gw.yaml:1:34: expected an integer between 1 and 1000000, got '0'"},
+    {"websocket: {ping_intervall: 1s}\n" BASE, "gw.yaml:1:13: unknown key 'ping_intervall' (did you mean 'ping_interval'?)"},
     {SERVER("ftp://a:1"), "gw.yaml:2:19: invalid server url 'ftp://a:1' (expected http:// or ws://host:port[/prefix])"},
     {SERVER("http://a"), "gw.yaml:2:19: invalid server url 'http://a': missing port"},
     {SERVER("http://a/x"), "gw.yaml:2:19: invalid server url 'http://a/x': missing port"},
