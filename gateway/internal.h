@@ -426,6 +426,12 @@ void mg_ws_tunnel_start(mg_request_t *r);
 /* The upgrade request is disposed before its tunnel got the client's socket: the client left. */
 void mg_ws_tunnel_cancel(mg_request_t *r);
 
+/* Terminates an upgrade request matched by a `bridge` route at the gateway: each text message
+ * becomes one request to the route's backend (ws_bridge.c). `ctx` is the request's context after
+ * the route's actions (variables for bridge.path). Always ends the request: a 101 and the
+ * session, or an error response. */
+void mg_ws_bridge_start(mg_request_t *r, const mg_ctx_t *ctx);
+
 /* ---------------------------------------------------------------------------------------
  * Configuration references and reload (conf_refs.c, server.c)
  *
