@@ -91,11 +91,22 @@ static int configure_attempt(mg_call_t *c)
     return 0;
 }
 
-static int may_retry(const mg_call_t *c, CURLcode result)
+/* The transfer never got a connection: refused, unresolved, or connect_timeout (curl reports
+ * the last as a timeout with no connect time). */
+static int never_connected(CURL *easy, CURLcode result)
+{
+    curl_off_t connect_time = 0;
+    if (result == CURLE_COULDNT_CONNECT || result == CURLE_COULDNT_RESOLVE_HOST)
+        return 1;
+    curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connect_time);
+    return result == CURLE_OPERATION_TIMEDOUT && connect_time == 0;
+}
+
+static int may_retry(const mg_call_t *c)
 {
     const mg_backend_conf_t *b = c->spec.backend;
-    return (result == CURLE_COULDNT_CONNECT || result == CURLE_COULDNT_RESOLVE_HOST) && c->attempt < b->retries &&
-           c->attempt + 1 < b->num_servers && mg_method_is_idempotent(mg_str(c->spec.method, strlen(c->spec.method)));
+    return c->attempt < b->retries && c->attempt + 1 < b->num_servers &&
+           mg_method_is_idempotent(mg_str(c->spec.method, strlen(c->spec.method)));
 }
 
 static void on_done(mg_transfer_t *transfer, CURL *easy, CURLcode result)
@@ -105,16 +116,18 @@ static void on_done(mg_transfer_t *transfer, CURL *easy, CURLcode result)
     if (result == CURLE_OK) {
         curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
         finish(c, (int)status, NULL);
-    } else if (may_retry(c, result)) {
+    } else if (never_connected(easy, result) && may_retry(c)) {
         c->attempt++;
         if (configure_attempt(c) != 0 || mg_upstream_start(c->w->upstream, c->easy, &c->transfer) != 0)
             finish(c, 502, "cannot start the backend transfer");
+    } else if (never_connected(easy, result)) {
+        finish(c, 502, "no backend server accepted the connection");
     } else if (c->too_big) {
         finish(c, 502, "the backend response is too large");
     } else if (result == CURLE_OPERATION_TIMEDOUT) {
         finish(c, 504, "the backend did not respond within the timeout");
     } else {
-        finish(c, 502, result == CURLE_COULDNT_CONNECT ? "no backend server accepted the connection" : curl_easy_strerror(result));
+        finish(c, 502, curl_easy_strerror(result));
     }
 }
 

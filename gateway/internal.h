@@ -519,11 +519,23 @@ void mg_ws_out_dispose(mg_ws_out_t *o);
  * NULL when valid, with the key; else why not (the request gets a 400). */
 const char *mg_ws_check_handshake(h2o_req_t *req, h2o_iovec_t *key);
 
+/* The keep-alive timer of a session: its first delay, then at each tick -1 when nothing came
+ * from either side for idle_timeout (close 1001), 1 when the client is owed a ping (nothing from
+ * it for ping_interval), else 0; `next_ms` is the delay to the next tick. */
+uint64_t mg_ws_first_tick(const mg_websocket_conf_t *c);
+int mg_ws_keepalive(const mg_websocket_conf_t *c, uint64_t now, uint64_t last_rx, uint64_t last_client_rx, uint64_t *next_ms);
+
 /* Tunnels an upgrade request matched by a `forward` route to a WebSocket backend (ws_tunnel.c).
  * Always ends the request: a 101 and the session, or an error response. */
 void mg_ws_tunnel_start(mg_request_t *r);
 /* The upgrade request is disposed before its tunnel got the client's socket: the client left. */
 void mg_ws_tunnel_cancel(mg_request_t *r);
+
+/* Terminates an upgrade request matched by a `bridge` route at the gateway: each text message
+ * becomes one request to the route's backend (ws_bridge.c). `ctx` is the request's context after
+ * the route's actions (variables for bridge.path). Always ends the request: a 101 and the
+ * session, or an error response. */
+void mg_ws_bridge_start(mg_request_t *r, const mg_ctx_t *ctx);
 
 /* ---------------------------------------------------------------------------------------
  * Configuration references and reload (conf_refs.c, server.c)

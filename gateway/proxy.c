@@ -39,9 +39,11 @@ static const char *reason_phrase(int status)
                  {404, "Not Found"},
                  {405, "Method Not Allowed"},
                  {413, "Payload Too Large"},
+                 {426, "Upgrade Required"},
                  {429, "Too Many Requests"},
                  {431, "Request Header Fields Too Large"},
                  {500, "Internal Server Error"},
+                 {501, "Not Implemented"},
                  {502, "Bad Gateway"},
                  {503, "Service Unavailable"},
                  {504, "Gateway Timeout"}};
@@ -298,6 +300,16 @@ static void replace_request_headers(h2o_req_t *req, const mg_ctx_t *ctx)
     }
 }
 
+/* A plain request on a bridge route. RFC 9110 15.5.22: a 426 names the protocol to upgrade to,
+ * in HTTP/1 (HTTP/2 forbids the Upgrade header; RFC 9113 8.2.2). */
+static void send_upgrade_required(mg_request_t *r)
+{
+    r->req->res.headers = (h2o_headers_t){NULL, 0, 0};
+    if (r->req->version < 0x200)
+        add_header(r->req, H2O_STRLIT("upgrade"), H2O_STRLIT("websocket"));
+    send_error(r, 426, "bad-request", "this route takes WebSocket upgrades");
+}
+
 /* The route is chosen and its actions applied: answer, or forward what the actions made. */
 static void dispatch(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_result_t *res)
 {
@@ -315,6 +327,13 @@ static void dispatch(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_result
     r->send_host = res->host;
     if (res->headers_changed)
         replace_request_headers(r->req, ctx);
+    if (r->route->kind == MG_ROUTE_BRIDGE) {
+        if (ctx->websocket)
+            mg_ws_bridge_start(r, ctx);
+        else /* the bridge speaks messages over a WebSocket only: there is nothing to forward */
+            send_upgrade_required(r);
+        return;
+    }
     if (ctx->websocket)
         mg_ws_tunnel_start(r); /* a session, not a request: no scheduler turn to hold for its life */
     else

@@ -2,7 +2,8 @@
  * Frames the gateway writes itself into a WebSocket stream (pings, close frames, messages from
  * the admin API, the bridge's responses): two queues, control frames and messages. Control
  * frames may go at any frame boundary; messages only between messages, in order, except that
- * a high-priority one goes ahead of those still waiting. Shared by the tunnel and the bridge.
+ * a high-priority one goes ahead of those still waiting. And the sessions' keep-alive timer.
+ * Shared by the tunnel and the bridge.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -106,4 +107,18 @@ void mg_ws_out_dispose(mg_ws_out_t *o)
     list_free(o->data);
     list_free(o->inflight);
     *o = (mg_ws_out_t){NULL, NULL, NULL, 0};
+}
+
+uint64_t mg_ws_first_tick(const mg_websocket_conf_t *c)
+{
+    return c->ping_interval_ms != 0 && c->ping_interval_ms < c->idle_timeout_ms ? c->ping_interval_ms : c->idle_timeout_ms;
+}
+
+int mg_ws_keepalive(const mg_websocket_conf_t *c, uint64_t now, uint64_t last_rx, uint64_t last_client_rx, uint64_t *next_ms)
+{
+    if (now - last_rx >= c->idle_timeout_ms)
+        return -1;
+    uint64_t next = last_rx + c->idle_timeout_ms - now;
+    *next_ms = c->ping_interval_ms != 0 && c->ping_interval_ms < next ? c->ping_interval_ms : next;
+    return c->ping_interval_ms != 0 && now - last_client_rx >= c->ping_interval_ms;
 }

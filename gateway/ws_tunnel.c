@@ -333,16 +333,15 @@ static void on_timer(mg_timer_t *timer)
         tunnel_free(t); /* close_timeout: the peers did not finish the handshake */
         return;
     }
-    if (now - t->last_rx >= c->idle_timeout_ms) {
+    uint64_t next;
+    int what = mg_ws_keepalive(c, now, t->last_rx, t->last_client_rx, &next);
+    if (what < 0) {
         start_close(t, MG_WS_CLOSE_GOING_AWAY, MG_WS_CLOSE_GOING_AWAY, "idle timeout");
     } else {
-        if (c->ping_interval_ms != 0 && now - t->last_client_rx >= c->ping_interval_ms) {
+        if (what > 0) {
             t->ping_seq++;
             inject(t, &t->down, frame_new(t, 0, MG_WS_PING, &t->ping_seq, 8), 0, 0);
         }
-        uint64_t next = t->last_rx + c->idle_timeout_ms - now;
-        if (c->ping_interval_ms != 0 && c->ping_interval_ms < next)
-            next = c->ping_interval_ms;
         mg_timer_set(&t->timer, next);
     }
     progress(t);
@@ -444,10 +443,7 @@ static void on_upgraded(void *arg, h2o_socket_t *sock, size_t reqsize)
     t->state = OPEN;
     t->last_rx = t->last_client_rx = h2o_now(t->w->ctx.loop);
     t->timer.cb = on_timer;
-    mg_timer_set(&t->timer, t->conf->websocket.ping_interval_ms != 0 &&
-                                    t->conf->websocket.ping_interval_ms < t->conf->websocket.idle_timeout_ms
-                                ? t->conf->websocket.ping_interval_ms
-                                : t->conf->websocket.idle_timeout_ms);
+    mg_timer_set(&t->timer, mg_ws_first_tick(&t->conf->websocket));
     h2o_socket_read_start(t->client, on_read);
     h2o_socket_read_start(t->server, on_read);
     if (t->w->stopping)

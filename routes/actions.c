@@ -169,11 +169,11 @@ static int mg_action_read_remove(mg_actions_builder_t *b, const mg_node_t *v)
     return ret;
 }
 
-/* set_method: an upper-case token, as for the `method` condition (methods are case-sensitive). */
-static int mg_action_read_method(mg_actions_builder_t *b, const mg_node_t *v)
+/* An upper-case token, as for the `method` condition (methods are case-sensitive). */
+int mg__method_check(const mg_node_t *v, mg_errors_t *errs)
 {
     const char *s;
-    if (mg_node_to_str(v, &s, b->errs) != 0)
+    if (mg_node_to_str(v, &s, errs) != 0)
         return -1;
     size_t len = v->u.scalar.len;
     char upper[64];
@@ -184,17 +184,25 @@ static int mg_action_read_method(mg_actions_builder_t *b, const mg_node_t *v)
     }
     upper[n] = '\0';
     if (lower != 0) {
-        mg_errors_add(b->errs, v, "method '%s' must be upper case, methods are case-sensitive (did you mean '%s'?)", s, upper);
+        mg_errors_add(errs, v, "method '%s' must be upper case, methods are case-sensitive (did you mean '%s'?)", s, upper);
         return -1;
     }
     if (!mg_is_header_token(s, len)) {
-        mg_errors_add(b->errs, v, "invalid method '%s' (a method is a token such as GET or PURGE)", s);
+        mg_errors_add(errs, v, "invalid method '%s' (a method is a token such as GET or PURGE)", s);
         return -1;
     }
+    return 0;
+}
+
+static int mg_action_read_method(mg_actions_builder_t *b, const mg_node_t *v)
+{
+    if (mg__method_check(v, b->errs) != 0)
+        return -1;
+    size_t len = v->u.scalar.len;
     char *copy = malloc(len + 1);
     if (copy == NULL)
         abort();
-    memcpy(copy, s, len + 1);
+    memcpy(copy, v->u.scalar.str, len + 1);
     mg_action_push(b, MG_ACTION_SET_METHOD, mg_str(copy, len), NULL);
     return 0;
 }
@@ -424,5 +432,6 @@ int mg_route_apply(const mg_route_t *leaf, mg_ctx_t *ctx, mg_route_result_t *res
         return mg_apply_forward_host(leaf, ctx, res);
     if (leaf->kind == MG_ROUTE_REDIRECT)
         return mg_apply_redirect(leaf, ctx, res);
+    /* A bridge's path needs a message: the gateway expands it for each one. */
     return 0;
 }

@@ -2,7 +2,7 @@
  * routes internals shared by its source files (not a public door: other modules use
  * routes.h): the per-list route index (index.c), the can-never-match checks run while a
  * list is compiled (check.c), and the string hash both use with the string-keyed table of
- * the checks (keytab.c), and reading actions (actions.c).
+ * the checks (keytab.c), and reading actions (actions.c) and the bridge terminal (bridge.c).
  */
 #ifndef MG_ROUTES_INTERNAL_H
 #define MG_ROUTES_INTERNAL_H
@@ -21,6 +21,39 @@ int mg__is_tchar(char c);
 int mg__actions_compile(const mg_node_t *seq, mg_template_known_t known, void *arg, mg_action_t **actions, size_t *num,
                         mg_errors_t *errs);
 void mg__actions_free(mg_action_t *actions, size_t num);
+
+/* Checks that scalar `node` is a method as set_method takes it (an upper-case token such as GET
+ * or PURGE); -1 after recording an error at the node. */
+int mg__method_check(const mg_node_t *node, mg_errors_t *errs);
+/* A NUL-terminated copy of s[0..len) (aborts when out of memory, as the compiler does everywhere). */
+char *mg__copy(const char *s, size_t len);
+
+/* Calls `fn` with the name of each variable of `t` that is neither a builtin nor a header or
+ * query parameter (captures, remainder, msg.<field>), in order, repeats included. */
+void mg__template_each_var(const mg_template_t *t, void (*fn)(void *arg, mg_str_t name), void *arg);
+
+/* ---------------------------------------------------------------------------------------
+ * Reading terminals
+ */
+
+/* What reading a terminal needs from the route compiler: backends, and the variables the
+ * route's conditions (and its ancestors') can bind. */
+typedef struct mg_route_env {
+    mg_backend_resolver_t resolve;
+    void *resolve_arg;
+    mg_template_known_t known;
+    void *known_arg;
+    mg_errors_t *errs;
+} mg_route_env_t;
+
+/* Reads a backend name (routes.c): *name gets a copy, *backend what the resolver returned. An
+ * undefined backend is an error at the node. */
+void mg__route_read_backend(const mg_route_env_t *env, const mg_node_t *node, char **name, void **backend);
+
+/* Reads `bridge: {...}` (bridge.c) into r->bridge and makes `r` a bridge. Errors are recorded
+ * and reading goes on; what was read belongs to `r` even then (mg__bridge_free). */
+void mg__bridge_read(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *v);
+void mg__bridge_free(mg_route_t *r);
 
 /* ---------------------------------------------------------------------------------------
  * Evaluation of one route (routes.c)

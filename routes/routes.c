@@ -30,9 +30,9 @@ typedef struct mg_routes_builder {
     unsigned unsure; /* > 0 while reading below a condition that did not compile */
 } mg_routes_builder_t;
 
-static const char *const mg_route_keys[] = {"name",     "match",  "actions", "forward", "respond",
+static const char *const mg_route_keys[] = {"name",     "match",  "actions", "forward", "bridge", "respond",
                                             "redirect", "routes", "quota",   "order",   NULL};
-static const char *const mg_route_terminals[] = {"forward", "respond", "redirect", "routes", NULL};
+static const char *const mg_route_terminals[] = {"forward", "bridge", "respond", "redirect", "routes", NULL};
 static const char *const mg_forward_keys[] = {"backend", "host", NULL};
 static const char *const mg_redirect_keys[] = {"location", "status", NULL};
 static const char *const mg_respond_keys[] = {"status", "body", "headers", NULL};
@@ -41,7 +41,7 @@ static const char *const mg_route_order_keys[] = {"key", "priority_header", NULL
 
 static mg_route_t **mg_route_list_compile(mg_routes_builder_t *b, const mg_node_t *seq, const mg_route_t *parent, size_t *size);
 
-static char *mg_copy(const char *s, size_t len)
+char *mg__copy(const char *s, size_t len)
 {
     char *p = malloc(len + 1);
     if (p == NULL)
@@ -261,7 +261,7 @@ int mg_order_is_high(mg_str_t value)
 }
 
 /* ---------------------------------------------------------------------------------------
- * name, forward and redirect
+ * name, forward, bridge and redirect
  */
 static void mg_route_read_name(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *map)
 {
@@ -274,22 +274,28 @@ static void mg_route_read_name(mg_routes_builder_t *b, mg_route_t *r, const mg_n
         mg_errors_add(b->errs, node, "invalid route name (it must be non-empty, without '/' or control characters)");
         return;
     }
-    r->name = mg_copy(s.base, s.len);
+    r->name = mg__copy(s.base, s.len);
     const mg_node_t *first = mg_route_names_claim(&b->names, r->name, node);
     if (first != NULL)
         mg_errors_add(b->errs, node, "duplicate route name '%s' (first defined at %s:%u:%u)", r->name, first->file, first->line,
                       first->column);
 }
 
-static void mg_route_read_backend(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *node)
+void mg__route_read_backend(const mg_route_env_t *env, const mg_node_t *node, char **name, void **backend)
 {
     mg_str_t s;
-    if (mg_read_str(node, &s, b->errs) != 0)
+    if (mg_read_str(node, &s, env->errs) != 0)
         return;
-    r->forward.backend_name = mg_copy(s.base, s.len);
-    r->forward.backend = b->resolve != NULL ? b->resolve(b->arg, r->forward.backend_name) : NULL;
-    if (r->forward.backend == NULL)
-        mg_errors_add(b->errs, node, "undefined backend '%s'", r->forward.backend_name);
+    *name = mg__copy(s.base, s.len);
+    *backend = env->resolve != NULL ? env->resolve(env->resolve_arg, *name) : NULL;
+    if (*backend == NULL)
+        mg_errors_add(env->errs, node, "undefined backend '%s'", *name);
+}
+
+static void mg_route_read_backend(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *node)
+{
+    mg_route_env_t env = {b->resolve, b->arg, NULL, NULL, b->errs};
+    mg__route_read_backend(&env, node, &r->forward.backend_name, &r->forward.backend);
 }
 
 static void mg_route_read_host(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *node)
@@ -350,6 +356,13 @@ static void mg_route_read_redirect(mg_routes_builder_t *b, mg_route_t *r, const 
         r->redirect.location = mg_route_template(b, r, location, MG_TARGET_URL);
 }
 
+static void mg_route_read_bridge(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *v)
+{
+    mg_route_scope_t scope = {b, r};
+    mg_route_env_t env = {b->resolve, b->arg, mg_route_knows, &scope, b->errs};
+    mg__bridge_read(&env, r, v);
+}
+
 /* ---------------------------------------------------------------------------------------
  * respond
  */
@@ -376,11 +389,11 @@ static void mg_respond_read_header(mg_routes_builder_t *b, mg_route_t *r, const 
         mg_errors_add(b->errs, pair->value, "invalid header value (CR, LF, NUL and other control characters are refused)");
         return;
     }
-    char *name = mg_copy(pair->key->u.scalar.str, pair->key->u.scalar.len);
+    char *name = mg__copy(pair->key->u.scalar.str, pair->key->u.scalar.len);
     for (char *p = name; *p != '\0'; ++p)
         *p = (*p >= 'A' && *p <= 'Z') ? (char)(*p - 'A' + 'a') : *p;
     mg_header_t *h = &r->respond.headers[r->respond.num_headers++];
-    *h = (mg_header_t){mg_str(name, pair->key->u.scalar.len), mg_str(mg_copy(value.base, value.len), value.len)};
+    *h = (mg_header_t){mg_str(name, pair->key->u.scalar.len), mg_str(mg__copy(value.base, value.len), value.len)};
 }
 
 static void mg_respond_read_headers(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *map)
@@ -405,7 +418,7 @@ static void mg_route_read_respond(mg_routes_builder_t *b, mg_route_t *r, const m
         r->respond.status = (int)code;
     mg_str_t s;
     if (body != NULL && mg_read_str(body, &s, b->errs) == 0) {
-        r->respond.body = mg_copy(s.base, s.len);
+        r->respond.body = mg__copy(s.base, s.len);
         r->respond.body_len = s.len;
     }
     if (headers != NULL)
@@ -436,11 +449,14 @@ static void mg_route_read_terminal(mg_routes_builder_t *b, mg_route_t *r, const 
             found[n - 1] = mg_route_terminals[i];
     }
     if (n == 0) {
-        mg_errors_add(b->errs, map, "route '%s' has no terminal (forward, respond, redirect or routes)", mg_route_display_name(r));
+        mg_errors_add(b->errs, map, "route '%s' has no terminal (forward, bridge, respond, redirect or routes)",
+                      mg_route_display_name(r));
     } else if (n > 1) {
         mg_errors_add(b->errs, map, "route '%s' has both %s and %s", mg_route_display_name(r), found[0], found[1]);
     } else if (strcmp(found[0], "forward") == 0) {
         mg_route_read_forward(b, r, mg_node_get(map, "forward"));
+    } else if (strcmp(found[0], "bridge") == 0) {
+        mg_route_read_bridge(b, r, mg_node_get(map, "bridge"));
     } else if (strcmp(found[0], "respond") == 0) {
         mg_route_read_respond(b, r, mg_node_get(map, "respond"));
     } else if (strcmp(found[0], "redirect") == 0) {
@@ -512,7 +528,7 @@ mg_routes_t *mg_routes_compile(const mg_node_t *seq, mg_backend_resolver_t resol
         abort();
     /* No `routes:` at all is an empty list: every request gets the no-route 404. */
     if (seq != NULL && seq->file != NULL)
-        routes->file = mg_copy(seq->file, strlen(seq->file));
+        routes->file = mg__copy(seq->file, strlen(seq->file));
     mg_routes_builder_t b = {.routes = routes, .resolve = resolve, .arg = arg, .errs = errs};
     if (seq != NULL && mg_node_expect(seq, MG_NODE_SEQUENCE, errs) == 0)
         routes->routes = mg_route_list_compile(&b, seq, NULL, &routes->size);
@@ -591,6 +607,7 @@ static void mg_route_free(mg_route_t *r)
     free(r->respond.body);
     free(r->forward.backend_name);
     mg_template_free(r->forward.host);
+    mg__bridge_free(r);
     mg_template_free(r->redirect.location);
     mg_template_free(r->quota.key);
     mg_template_free(r->order.key);

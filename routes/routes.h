@@ -30,7 +30,9 @@ void mg_doc_free(mg_doc_t *doc);
  * variable pieces; expanding one never parses it again.
  *
  * Variables: ${tenant} ${host} ${path} ${query} ${method} ${remainder}, ${header.<Name>},
- * ${query.<name>} and named regex captures. Where a value lands decides its encoding: a
+ * ${query.<name>} and named regex captures; in a bridge's path also ${msg.<field>}, a field of
+ * the message (the `known` callback admits it; the gateway binds it as the variable
+ * "msg.<field>", a plain value). Where a value lands decides its encoding: a
  * path or query target gets other values percent-encoded, a header gets decoded values.
  */
 typedef enum mg_template_target {
@@ -64,7 +66,15 @@ typedef enum mg_route_kind {
     MG_ROUTE_FORWARD,  /* `forward: NAME` or `{backend: NAME, host: H}` */
     MG_ROUTE_RESPOND,  /* `respond: {status, body, headers}` */
     MG_ROUTE_REDIRECT, /* `redirect: {location: T, status: 301|302|307|308}` */
+    MG_ROUTE_BRIDGE,   /* `bridge: {...}`: a WebSocket terminated at the gateway, each message one backend request */
 } mg_route_kind_t;
+
+/* One entry of a bridge's `method: {map: ...}`: the operation value a message names, and the
+ * HTTP method its request uses. */
+typedef struct mg_bridge_method {
+    char *value;
+    char *method;
+} mg_bridge_method_t;
 
 typedef enum mg_action_kind {
     MG_ACTION_SET_HEADER,    /* replaces every header of that name */
@@ -107,6 +117,23 @@ struct mg_route {
         mg_header_t *headers; /* names lower case; strings owned by the route */
         size_t num_headers;
     } respond;
+    /* `bridge:` (MG_ROUTE_BRIDGE): each text message of the WebSocket, a JSON object, becomes one
+     * request to the backend. */
+    struct {
+        char *backend_name;
+        void *backend;               /* what the resolver returned */
+        mg_template_t *path;         /* MG_TARGET_PATH; may use ${msg.<field>} besides the route's variables */
+        char *method_from;           /* the message field naming the operation; NULL: always method_default */
+        mg_bridge_method_t *methods; /* `map`: operation value -> HTTP method, sorted by value */
+        size_t num_methods;
+        char *method_default; /* NULL: an operation the map lacks makes the message bad (400) */
+        char *body_field;     /* NULL: the whole message is the body */
+        char *priority_from;  /* NULL: every message has normal priority */
+        char **priority_high; /* the values of priority_from that mean high */
+        size_t num_priority_high;
+        char **msg_fields; /* the <field> names of the ${msg.<field>} the path uses, each once */
+        size_t num_msg_fields;
+    } bridge;
     struct {
         mg_quota_t limit;   /* limit.requests == 0: the route has no quota */
         mg_template_t *key; /* NULL: the request's tenant */
@@ -133,12 +160,12 @@ typedef struct mg_routes {
     mg_route_index_t *index; /* for the top level; NULL when linear evaluation is as fast */
 } mg_routes_t;
 
-/* Maps a backend name used by `forward` to the caller's backend object; NULL = undefined. */
+/* Maps a backend name used by `forward` or `bridge` to the caller's backend object; NULL = undefined. */
 typedef void *(*mg_backend_resolver_t)(void *arg, const char *name);
 
 /*
  * Compiles the `routes:` sequence. Route names must be unique across the whole tree; every
- * route has exactly one terminal (forward, respond, redirect) or `routes`; templates may only
+ * route has exactly one terminal (forward, bridge, respond, redirect) or `routes`; templates may only
  * use variables the conditions of their route or its ancestors can bind. Backend names are resolved
  * through `resolve` (an unknown name is an error at its position). Returns NULL after
  * recording errors; warnings (routes that can never match) may be recorded on success.
@@ -167,7 +194,8 @@ typedef struct mg_route_result {
  * Applies the actions of `leaf` and of its ancestors, root first, each in order, to the
  * context: later actions see the effect of earlier ones (${path} after rewrite_path is the
  * new path). Then expands the terminal's templates. 0, or -1 when a value would contain CR,
- * LF or NUL or a rewritten path leaves the root: the request must get a 400.
+ * LF or NUL or a rewritten path leaves the root: the request must get a 400. A bridge's path
+ * is not expanded here: it needs a message (the gateway expands it per message).
  */
 int mg_route_apply(const mg_route_t *leaf, mg_ctx_t *ctx, mg_route_result_t *res);
 
@@ -183,6 +211,16 @@ const mg_route_t *mg_route_order(const mg_route_t *leaf);
 
 /* 1 when the request's priority header value asks for high priority ("high", any case). */
 int mg_order_is_high(mg_str_t value);
+
+/*
+ * The HTTP method of a bridge message whose method.from field holds `value` (pass an empty
+ * value when the message lacks the field): the mapped method, else method_default. NULL: the
+ * message is bad (400). Owned by the route.
+ */
+const char *mg_bridge_method(const mg_route_t *r, mg_str_t value);
+
+/* 1 when a bridge message whose priority.from field holds `value` has high priority. */
+int mg_bridge_is_high(const mg_route_t *r, mg_str_t value);
 
 /* Number of routes in the whole tree (branches included). */
 size_t mg_routes_count(const mg_routes_t *routes);

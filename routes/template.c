@@ -7,8 +7,9 @@
  * not followed by "{" or "$" is a literal "$". "${" without "}" and "${}" are errors.
  *
  * Values come in four forms, which decide how they land in each target:
- *   plain   (tenant, host, method, header values, unencoded captures): percent-encoded into a
- *           path, query or URL, inserted as they are into a header;
+ *   plain   (tenant, host, method, header values, unencoded captures, a bridge message's
+ *           ${msg.<field>}): percent-encoded into a path, query or URL, inserted as they are
+ *           into a header;
  *   encoded (${path}, remainder, path captures: slices of the request path): inserted as they
  *           are into a path, query or URL, percent-decoded into a header;
  *   form    (${query.<name>}): decoded ('+' is a space), then treated as plain;
@@ -28,7 +29,7 @@ typedef enum mg_piece_kind {
     MG_PIECE_PATH,
     MG_PIECE_QUERY,
     MG_PIECE_METHOD,
-    MG_PIECE_VAR,         /* remainder or a named capture */
+    MG_PIECE_VAR,         /* remainder, a named capture or a bridge's msg.<field> (bound by the gateway) */
     MG_PIECE_HEADER,      /* ${header.<Name>}: text is the lower-case name */
     MG_PIECE_QUERY_PARAM, /* ${query.<name>}: text is the parameter name */
 } mg_piece_kind_t;
@@ -119,6 +120,12 @@ static int mg_has_prefix(mg_str_t name, const char *prefix)
     return name.len >= n && memcmp(name.base, prefix, n) == 0;
 }
 
+/* Where ${msg.<field>} is allowed (a bridge's path), `known` accepts any such name. */
+static int mg_knows_msg(const mg_template_builder_t *b)
+{
+    return mg_known(b, MG_STR("msg.<field>"));
+}
+
 static void mg_unknown_variable(mg_template_builder_t *b, mg_str_t name)
 {
     char word[72];
@@ -127,18 +134,21 @@ static void mg_unknown_variable(mg_template_builder_t *b, mg_str_t name)
     size_t n = 0;
     for (size_t i = 0; i != MG_NUM_BUILTINS; ++i)
         candidates[n++] = mg_builtins[i].name;
-    int remainder = mg_known(b, MG_STR("remainder"));
+    int remainder = mg_known(b, MG_STR("remainder")), msg = mg_knows_msg(b);
     if (remainder)
         candidates[n++] = "remainder";
     candidates[n] = NULL;
     const char *near = mg_closest_word(word, candidates);
-    char hint[64] = "";
-    if (near != NULL)
+    char hint[80] = "";
+    /* Users who saw ${msg.<field>} in a bridge will try it elsewhere: say where it belongs. */
+    if (!msg && mg_has_prefix(name, "msg."))
+        snprintf(hint, sizeof(hint), "message fields are only known in bridge.path; ");
+    else if (near != NULL)
         snprintf(hint, sizeof(hint), "did you mean '${%s}'? ", near);
     mg_errors_add(b->errs, b->node,
                   "unknown variable '${%.*s}' (%sknown here: tenant, host, path, query, method, %sheader.<Name>, query.<name>, "
-                  "and named groups of the conditions of this route and its parents)",
-                  (int)name.len, name.base, hint, remainder ? "remainder, " : "");
+                  "%sand named groups of the conditions of this route and its parents)",
+                  (int)name.len, name.base, hint, remainder ? "remainder, " : "", msg ? "msg.<field>, " : "");
 }
 
 static int mg_compile_header_var(mg_template_builder_t *b, mg_str_t name)
@@ -174,6 +184,10 @@ static int mg_compile_var(mg_template_builder_t *b, mg_str_t name)
         return mg_compile_header_var(b, name);
     if (mg_has_prefix(name, "query."))
         return mg_compile_query_var(b, name);
+    if (name.len == 4 && mg_has_prefix(name, "msg.") && mg_knows_msg(b)) {
+        mg_errors_add(b->errs, b->node, "empty field name in '${msg.}' (expected ${msg.<field>})");
+        return -1;
+    }
     int bindable = mg_known(b, name);
     for (size_t i = 0; i != MG_NUM_BUILTINS; ++i) {
         if (mg_name_is(name, mg_builtins[i].name)) {
@@ -307,6 +321,14 @@ mg_template_t *mg_template_compile(const mg_node_t *node, mg_template_target_t t
         return NULL;
     }
     return t;
+}
+
+void mg__template_each_var(const mg_template_t *t, void (*fn)(void *arg, mg_str_t name), void *arg)
+{
+    for (size_t i = 0; i != t->num_pieces; ++i) {
+        if (t->pieces[i].kind == MG_PIECE_VAR)
+            fn(arg, t->pieces[i].text);
+    }
 }
 
 mg_str_t mg_template_source(const mg_template_t *t)

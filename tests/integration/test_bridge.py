@@ -25,6 +25,7 @@ class Bank(ThreadingHTTPServer):
     slow sleeps 0.5 s; GET teapot answers a text body. Records every call in order."""
 
     daemon_threads = True
+    request_queue_size = 1024  # many sessions connect at once
 
     def __init__(self):
         super().__init__(("127.0.0.1", 0), BankHandler)
@@ -62,7 +63,7 @@ class BankHandler(BaseHTTPRequestHandler):
         _, _, acct, op = self.path.split("?")[0].split("/")
         payload = json.loads(body) if body else {}
         with bank.lock:
-            bank.headers_seen.append(dict(self.headers))
+            bank.headers_seen.append({k.lower(): v for k, v in self.headers.items()})
             bank.busy[acct] = bank.busy.get(acct, 0) + 1
             bank.overlaps += bank.busy[acct] > 1
             bank.calls.append((acct, op, payload.get("tag")))
@@ -194,12 +195,13 @@ def test_backend_bodies_and_headers(gw, bank):
 
     got = run(main())
     assert got[0] == {"id": {"nested": [1]}, "status": 418, "body": "short and stout"}
-    seen = [h for h in bank.headers_seen if h.get("X-Trace") == "t1"]
+    seen = [h for h in bank.headers_seen if h.get("x-trace") == "t1"]
     assert len(seen) == 2
-    assert not any(k.lower().startswith("sec-websocket") for k in seen[0])
-    ids = [h["X-Request-Id"] for h in seen]
+    assert not any(k.startswith("sec-websocket") for k in seen[0])
+    ids = [h["x-request-id"] for h in seen]
     assert ids[0] != ids[1] and ids[0].rsplit("-", 1)[0] == ids[1].rsplit("-", 1)[0]
-    assert seen[0]["X-Forwarded-For"] == "127.0.0.1"
+    assert seen[0]["x-forwarded-for"] == "127.0.0.1"
+    assert seen[0]["content-type"] == "application/json"
 
 
 def test_backend_down_and_slow(start_gateway, bank):

@@ -541,15 +541,6 @@ Test(actions_compile, a_bad_condition_adds_no_unknown_variable_errors)
                   "routes.yaml:3:13: unknown condition 'pth' (did you mean 'path'?)");
 }
 
-Test(actions_compile, bridge_is_not_a_terminal_yet)
-{
-    EXPECT_ERRORS("routes:\n"
-                  "  - name: r\n"
-                  "    bridge: {backend: api}\n",
-                  "routes.yaml:3:5: unknown key 'bridge'",
-                  "routes.yaml:2:5: route 'r' has no terminal (forward, respond, redirect or routes)");
-}
-
 /* ---------------------------------------------------------------------------------------
  * redirect
  */

@@ -292,7 +292,7 @@ Test(routes_compile, terminals)
                   "    forward: api\n"
                   "  - name: empty\n"
                   "    routes: []\n",
-                  "routes.yaml:2:5: route 'none' has no terminal (forward, respond, redirect or routes)",
+                  "routes.yaml:2:5: route 'none' has no terminal (forward, bridge, respond, redirect or routes)",
                   "routes.yaml:4:5: route 'two' has both forward and respond",
                   "routes.yaml:7:5: route 'three' has both forward and respond",
                   "routes.yaml:12:13: route 'empty' has an empty 'routes' list");
@@ -307,7 +307,7 @@ Test(routes_compile, unknown_keys)
                   "    mach: {path: /x}\n"
                   "    forward: {backend: api, hots: x}\n",
                   "routes.yaml:3:5: unknown key 'forwrd' (did you mean 'forward'?)",
-                  "routes.yaml:2:5: route 'a' has no terminal (forward, respond, redirect or routes)",
+                  "routes.yaml:2:5: route 'a' has no terminal (forward, bridge, respond, redirect or routes)",
                   "routes.yaml:5:5: unknown key 'mach' (did you mean 'match'?)",
                   "routes.yaml:6:29: unknown key 'hots' (did you mean 'host'?)");
 }
