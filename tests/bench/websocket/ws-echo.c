@@ -12,7 +12,9 @@
  * Bounded: frames up to 1 MiB, at most 65536 connections, 4 MiB of unsent output per connection
  * (beyond 1 MiB it stops reading that client until the output drains).
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -27,7 +27,9 @@
  * Bounded: at most 100000 connections, depth at most 1024, messages at most 1 MiB, the run
  * lasts at most CONNECT_TIMEOUT + SECONDS (+ 1 s to close).
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
