@@ -228,7 +228,8 @@ static void mg_bridge_read_high(const mg_route_env_t *env, mg_route_t *r, const 
         for (size_t i = 0; i != v->u.sequence.size; ++i)
             mg_bridge_add_high(env, r, v->u.sequence.items[i]);
     }
-    qsort(r->bridge.priority_high, r->bridge.num_priority_high, sizeof(char *), mg_bridge_compare_strings);
+    if (r->bridge.num_priority_high > 1) /* qsort's array may not be NULL, even for 0 items */
+        qsort(r->bridge.priority_high, r->bridge.num_priority_high, sizeof(char *), mg_bridge_compare_strings);
 }
 
 static void mg_bridge_read_priority(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *v)
