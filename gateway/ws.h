@@ -68,8 +68,9 @@ typedef struct mg_ws_reader {
 } mg_ws_reader_t;
 
 /* Checks a frame header against the direction's state and advances it: 0, -1 for a protocol
- * error, -2 when the message grows beyond max_message; `*why` says which. Frames from the client
- * must be masked, frames from the server must not. */
+ * error (the state is left as it was), -2 when the message grows beyond max_message (the state
+ * has advanced: the frame may be skipped and the stream read on); `*why` says which. Frames from
+ * the client must be masked, frames from the server must not. */
 int mg_ws_reader_next(mg_ws_reader_t *rd, const mg_ws_frame_t *f, int from_client, const char **why);
 
 #endif

@@ -71,7 +71,7 @@ struct bridge {
     mg_ws_reader_t rd;
     uint64_t payload_left, payload_off;
     uint8_t mask[4];
-    int fin;
+    int fin, oversized;
     char *msg;
     size_t msg_len, msg_cap;
     /* messages waiting for their turn or at the backend */
@@ -360,8 +360,9 @@ static call_t *call_new(bridge_t *b)
 }
 
 /* A whole message from the client: parsed, checked, counted against the quota, and given its
- * turn. `raw` is the session's message buffer. */
-static void on_message(bridge_t *b, int binary, mg_str_t raw)
+ * turn. `raw` is the session's message buffer; `refused` says why a message is bad before it
+ * is read (binary, too big), else NULL. */
+static void on_message(bridge_t *b, const char *refused, mg_str_t raw)
 {
     call_t *c = call_new(b);
     json_t *msg = NULL;
@@ -370,9 +371,9 @@ static void on_message(bridge_t *b, int binary, mg_str_t raw)
         start_close(b, MG_WS_CLOSE_UNAVAILABLE, "out of memory");
         return;
     }
-    if (binary || (msg = json_loadb(raw.base, raw.len, 0, NULL)) == NULL || !json_is_object(msg)) {
+    if (refused != NULL || (msg = json_loadb(raw.base, raw.len, 0, NULL)) == NULL || !json_is_object(msg)) {
         c->status = 400;
-        c->error = binary ? "binary messages are not bridged" : "the message is not a JSON object";
+        c->error = refused != NULL ? refused : "the message is not a JSON object";
     } else {
         json_t *id = json_object_get(msg, "id");
         c->id = id != NULL ? json_incref(id) : NULL;
@@ -444,6 +445,18 @@ static void on_control(bridge_t *b, const mg_ws_frame_t *f, const uint8_t *paylo
 
 /* Consumes what the client sent, frame by frame, until more bytes are needed, the session
  * closes, or too many of its messages wait (then reading pauses). */
+/* The last frame of a message has been read: a message, or a 400 for one too big to keep. */
+static void message_done(bridge_t *b)
+{
+    const char *refused = b->oversized                           ? "the message exceeds websocket.max_message_size"
+                          : b->rd.message_opcode == MG_WS_BINARY ? "binary messages are not bridged"
+                                                                 : NULL;
+    if (b->state == OPEN)
+        on_message(b, refused, mg_str(b->msg, b->msg_len));
+    b->msg_len = 0;
+    b->oversized = 0;
+}
+
 static void read_frames(bridge_t *b)
 {
     h2o_socket_t *sock = b->sock;
@@ -453,15 +466,13 @@ static void read_frames(bridge_t *b)
             size_t n = avail < b->payload_left ? avail : (size_t)b->payload_left;
             if (n == 0)
                 return;
-            if (b->state == OPEN && append_payload(b, sock->input->bytes, n) != 0) {
+            if (b->state == OPEN && !b->oversized && append_payload(b, sock->input->bytes, n) != 0) {
                 start_close(b, MG_WS_CLOSE_UNAVAILABLE, "out of memory");
                 return;
             }
             h2o_buffer_consume(&sock->input, n);
-            if ((b->payload_left -= n) == 0 && b->fin && b->state == OPEN) {
-                on_message(b, b->rd.message_opcode == MG_WS_BINARY, mg_str(b->msg, b->msg_len));
-                b->msg_len = 0;
-            }
+            if ((b->payload_left -= n) == 0 && b->fin)
+                message_done(b);
             continue;
         }
         mg_ws_frame_t f;
@@ -469,10 +480,12 @@ static void read_frames(bridge_t *b)
         int rc = mg_ws_frame_parse((const uint8_t *)sock->input->bytes, avail, &f, &why);
         if (rc == 0)
             return;
-        if (rc < 0 || (rc = mg_ws_reader_next(&b->rd, &f, 1, &why)) < 0) {
-            start_close(b, rc == -2 ? MG_WS_CLOSE_TOO_BIG : MG_WS_CLOSE_PROTOCOL, why);
+        if (rc < 0 || (rc = mg_ws_reader_next(&b->rd, &f, 1, &why)) == -1) {
+            start_close(b, MG_WS_CLOSE_PROTOCOL, why);
             return;
         }
+        if (rc == -2) /* too big: the rest is read and dropped, and the message gets a 400 */
+            b->oversized = 1;
         if (f.opcode >= MG_WS_CLOSE) {
             if (f.header_len + f.len > avail)
                 return;
@@ -485,10 +498,8 @@ static void read_frames(bridge_t *b)
         b->payload_left = f.len;
         b->payload_off = 0;
         b->fin = f.fin;
-        if (f.len == 0 && f.fin && b->state == OPEN) {
-            on_message(b, b->rd.message_opcode == MG_WS_BINARY, mg_str(b->msg, b->msg_len));
-            b->msg_len = 0;
-        }
+        if (f.len == 0 && f.fin)
+            message_done(b);
     }
 }
 

@@ -114,11 +114,12 @@ int mg_ws_reader_next(mg_ws_reader_t *rd, const mg_ws_frame_t *f, int from_clien
         rd->message_opcode = f->opcode;
         rd->message_len = f->len;
     }
+    /* the sequence goes on even past the size limit: a reader may skip the rest of the message */
+    rd->in_message = !f->fin;
     if (rd->max_message != 0 && rd->message_len > rd->max_message) {
         *why = "message too big";
         return -2;
     }
-    rd->in_message = !f->fin;
     return 0;
 }
 

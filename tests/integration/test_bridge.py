@@ -186,6 +186,24 @@ def test_bad_messages_get_400_and_the_session_stays_open(gw):
     assert got[3]["id"] == 4 and got[4] == {"id": 5, "status": 200, "body": {"balance": 100}}
 
 
+def test_a_message_too_big_gets_400_and_the_session_stays_open(start_gateway, bank):
+    port = free_port()
+    start_gateway(bridge_config(port, bank.url, websocket={"max_message_size": "1KiB"}))
+
+    async def main():
+        async with connect(f"ws://127.0.0.1:{port}/sockets/big") as ws:
+            await ws.send(msg(1, "balance", pad="x" * 2000))
+            fragmented = msg(2, "balance", pad="y" * 1500)  # each fragment under the limit, not the whole
+            await ws.send([fragmented[:800], fragmented[800:]])
+            await ws.send(msg(3, "balance"))
+            return await answers(ws, 3)
+
+    got = run(main())
+    assert [a["status"] for a in got] == [400, 400, 200]
+    assert got[0]["error"] == "the message exceeds websocket.max_message_size" and "id" not in got[0]
+    assert got[2] == {"id": 3, "status": 200, "body": {"balance": 100}}
+
+
 def test_backend_bodies_and_headers(gw, bank):
     async def main():
         async with connect(f"{gw.url}/sockets/hdr", extra_headers={"X-Trace": "t1"}) as ws:

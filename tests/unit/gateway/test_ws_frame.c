@@ -94,6 +94,11 @@ Test(ws_frame, message_size_limit_counts_fragments)
     cr_expect_eq(next(&rd, 0, MG_WS_TEXT, 60, 1), 0);
     cr_expect_eq(next(&rd, 0, MG_WS_CONTINUATION, 40, 1), 0);
     cr_expect_eq(next(&rd, 1, MG_WS_CONTINUATION, 1, 1), -2);
+    cr_expect(!rd.in_message, "past the limit the sequence goes on: the message has ended");
+    cr_expect_eq(next(&rd, 0, MG_WS_TEXT, 200, 1), -2);
+    cr_expect(rd.in_message);
+    cr_expect_eq(next(&rd, 1, MG_WS_CONTINUATION, 5, 1), -2, "the rest of a message too big");
+    cr_expect_eq(next(&rd, 1, MG_WS_TEXT, 10, 1), 0, "the next message starts from zero");
 }
 
 Test(ws_frame, reserved_bits_need_an_extension)
