@@ -222,6 +222,27 @@ def test_backend_bodies_and_headers(gw, bank):
     assert seen[0]["content-type"] == "application/json"
 
 
+def test_route_actions_reach_the_backend_and_reload_keeps_the_session(start_gateway, bank):
+    port = free_port()
+    conf = bridge_config(port, bank.url, tenants={"identify": [{"header": "X-Tenant"}]})
+    conf["routes"][0]["actions"] = [{"set_header": {"X-Tenant-Seen": "${tenant}"}}, {"remove_header": "X-Secret"}]
+    g = start_gateway(conf)
+
+    async def main():
+        async with connect(f"ws://127.0.0.1:{port}/sockets/act", extra_headers={"X-Tenant": "acme", "X-Secret": "s"}) as ws:
+            await ws.send(msg(1, "balance"))
+            first = await answers(ws, 1)
+            g.reload()
+            await ws.send(msg(2, "deposit", payload={"amount": 5}))
+            return first + await answers(ws, 1)
+
+    got = run(main())
+    assert [a["status"] for a in got] == [200, 200] and got[1]["body"] == {"balance": 105}
+    seen = [h for h in bank.headers_seen if h.get("x-tenant-seen") == "acme"]
+    assert len(seen) == 2, bank.headers_seen
+    assert not any("x-secret" in h for h in seen)
+
+
 def test_backend_down_and_slow(start_gateway, bank):
     port = free_port()
     conf = bridge_config(port, f"http://127.0.0.1:{free_port()}")
