@@ -25,6 +25,10 @@ static const worker_metric_t worker_metrics[] = {
      offsetof(mg_worker_stats_t, throttle_rejected)},
     {"matchgate_connections_rate_limited_total", "counter", "Requests refused by limits.max_requests_per_connection_per_second.",
      offsetof(mg_worker_stats_t, connections_rate_limited)},
+    {"matchgate_websocket_sessions", "gauge", "WebSocket sessions open (tunnels and bridges).",
+     offsetof(mg_worker_stats_t, ws_sessions)},
+    {"matchgate_websocket_bridged_messages_total", "counter", "Client messages a WebSocket bridge has answered.",
+     offsetof(mg_worker_stats_t, ws_bridged)},
 };
 
 static uint64_t sum_workers(mg_gateway_t *gw, size_t offset)

@@ -154,6 +154,8 @@ typedef struct mg_worker_stats {
     mg_stat_t responses[6]; /* by status class: [2] 2xx ... [5] 5xx; [0] anything else */
     mg_stat_t throttle_admitted, throttle_rejected;
     mg_stat_t connections_rate_limited;
+    mg_stat_t ws_sessions; /* open (registered) */
+    mg_stat_t ws_bridged;  /* bridge messages answered, by the backend or the gateway */
 } mg_worker_stats_t;
 
 static inline void mg_stat_inc(mg_stat_t *p)

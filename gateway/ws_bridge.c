@@ -108,8 +108,10 @@ static void send_text(bridge_t *b, const char *text, size_t len, int high)
     update_queued(b);
 }
 
+/* An answer to a client message (every message gets exactly one, unless the session ends first). */
 static void send_json(bridge_t *b, json_t *frame)
 {
+    mg_stat_inc(&b->w->stats.ws_bridged);
     char *text = json_dumps(frame, JSON_COMPACT);
     json_decref(frame);
     if (text != NULL)

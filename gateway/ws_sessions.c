@@ -96,6 +96,7 @@ int mg_ws_session_register(mg_ws_session_t *s, mg_worker_t *w, const mg_ws_sessi
     pthread_mutex_unlock(&registry.lock);
     h2o_linklist_insert(&w->ws_sessions, &s->worker_link);
     w->num_sessions++;
+    mg_stat_inc(&w->stats.ws_sessions);
     return 0;
 }
 
@@ -110,6 +111,7 @@ void mg_ws_session_unregister(mg_ws_session_t *s)
     pthread_mutex_unlock(&registry.lock);
     h2o_linklist_unlink(&s->worker_link);
     s->worker->num_sessions--;
+    mg_stat_dec(&s->worker->stats.ws_sessions);
     free((char *)s->route);
 }
 

@@ -151,6 +151,9 @@ def test_banking_sequence_over_many_sessions_in_order(gw, bank):
         assert [a["body"]["balance"] for a in got] == [50, 150, 0]
     assert bank.overlaps == 0, "one message of a session at a time"
     assert all(bank.balances[f"acct{i}"] == 0 for i in range(40))
+    m = gw.metrics()
+    assert m["matchgate_websocket_bridged_messages_total"] == 120
+    assert wait_until(lambda: gw.metrics()["matchgate_websocket_sessions"] == 0, 5)
 
 
 def test_high_priority_goes_next_without_preempting(gw, bank):

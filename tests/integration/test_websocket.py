@@ -246,6 +246,7 @@ def test_sessions_listed_and_sent_to(gw):
         async with connect(gw.url + "/ws/echo") as a, connect(gw.url + "/ws/echo") as b:
             listed = sessions(gw)
             assert len(listed) == 2
+            assert gw.metrics()["matchgate_websocket_sessions"] == 2
             assert {s["route"] for s in listed} == {"sockets"}
             assert all(s["peer"] == "127.0.0.1" and s["queued"] == 0 and s["since"].endswith("Z") for s in listed)
             assert sessions(gw, "?route=other") == []
