@@ -354,6 +354,10 @@ void mg_admin_session_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req
 void mg_admin_broadcast(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
 {
     const char *route = segment(req, 1);
+    if (mg_routes_find(conf->routes, route) == NULL) {
+        send_error(req, 404, "no such route");
+        return;
+    }
     if (conf->websocket.max_message_size != 0 && req->entity.len > conf->websocket.max_message_size) {
         send_error(req, 413, "the message exceeds websocket.max_message_size");
         return;

@@ -593,6 +593,23 @@ size_t mg_routes_count(const mg_routes_t *routes)
     return mg_route_list_count(routes->routes, routes->size);
 }
 
+static const mg_route_t *mg_route_list_find(mg_route_t *const *list, size_t n, const char *name)
+{
+    for (size_t i = 0; i != n; ++i) {
+        const mg_route_t *found = list[i]->name != NULL && strcmp(list[i]->name, name) == 0
+                                      ? list[i]
+                                      : mg_route_list_find(list[i]->children, list[i]->num_children, name);
+        if (found != NULL)
+            return found;
+    }
+    return NULL;
+}
+
+const mg_route_t *mg_routes_find(const mg_routes_t *routes, const char *name)
+{
+    return mg_route_list_find(routes->routes, routes->size, name);
+}
+
 static void mg_route_free(mg_route_t *r)
 {
     for (size_t i = 0; i != r->num_children; ++i)

@@ -222,6 +222,10 @@ const char *mg_bridge_method(const mg_route_t *r, mg_str_t value);
 /* 1 when a bridge message whose priority.from field holds `value` has high priority. */
 int mg_bridge_is_high(const mg_route_t *r, mg_str_t value);
 
+/* The route of that name anywhere in the tree (branches included), or NULL. Walks the tree:
+ * for admin calls, not per request. */
+const mg_route_t *mg_routes_find(const mg_routes_t *routes, const char *name);
+
 /* Number of routes in the whole tree (branches included). */
 size_t mg_routes_count(const mg_routes_t *routes);
 

@@ -260,6 +260,7 @@ def test_sessions_listed_and_sent_to(gw):
             assert await asyncio.wait_for(a.recv(), 5) == "to all"
             assert await asyncio.wait_for(b.recv(), 5) == "to all"
             assert gw.admin_request("POST", "/sessions/999999/send", body=b"x")[0] == 404
+            assert gw.admin_request("POST", "/routes/nosuchroute/broadcast", body=b"x")[0] == 404
             assert gw.admin_request("POST", f"/sessions/{first}/explode")[0] == 404
 
     run(main())

@@ -543,3 +543,20 @@ Test(routes_compile, quota_errors)
                   "query.<name>, and named groups of the conditions of this route and its parents)",
                   "routes.yaml:9:12: expected a mapping, got a scalar");
 }
+
+Test(routes_compile, find_by_name_anywhere_in_the_tree)
+{
+    mg_routes_t *routes = load_ok("routes:\n"
+                                  "  - name: top\n"
+                                  "    routes:\n"
+                                  "      - name: inner\n"
+                                  "        respond: {status: 200}\n"
+                                  "  - name: last\n"
+                                  "    respond: {status: 404}\n");
+    cr_assert_not_null(routes);
+    cr_expect_str_eq(mg_routes_find(routes, "top")->name, "top");
+    cr_expect_str_eq(mg_routes_find(routes, "inner")->name, "inner");
+    cr_expect_str_eq(mg_routes_find(routes, "last")->name, "last");
+    cr_expect_null(mg_routes_find(routes, "nope"));
+    mg_routes_free(routes);
+}
