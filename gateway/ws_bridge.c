@@ -60,6 +60,7 @@ struct bridge {
     mg_backend_conf_t *backend;
     h2o_socket_t *sock;
     int state, registered, drain, eof, peer_closed, busy, reading;
+    int overflow; /* the client let max_queued_messages answers pile up: close it (1008) */
     /* the upgrade request, for every message: its routing context and backend headers */
     mg_ctx_t ctx;
     char *arena;
@@ -101,7 +102,7 @@ static void send_text(bridge_t *b, const char *text, size_t len, int high)
     if (b->state != OPEN)
         return;
     if (b->out.queued >= b->conf->websocket.max_queued_messages) {
-        start_close(b, MG_WS_CLOSE_POLICY, "too many messages queued for the client");
+        b->overflow = 1; /* closed by progress(): callers are in the middle of a call's end */
         return;
     }
     mg_ws_out_push(&b->out, mg_ws_frame_new(MG_WS_TEXT, text, len, NULL), 1, high);
@@ -483,7 +484,10 @@ static void read_frames(bridge_t *b)
         if (rc == 0)
             return;
         if (rc < 0 || (rc = mg_ws_reader_next(&b->rd, &f, 1, &why)) == -1) {
+            /* nothing after a broken frame can be read: no close frame will be found either */
             start_close(b, MG_WS_CLOSE_PROTOCOL, why);
+            b->peer_closed = 1;
+            h2o_buffer_consume(&sock->input, sock->input->size);
             return;
         }
         if (rc == -2) /* too big: the rest is read and dropped, and the message gets a 400 */
@@ -546,7 +550,7 @@ static int wants_input(const bridge_t *b)
         return 0;
     if (b->state == CLOSING)
         return !b->peer_closed;
-    return b->state == OPEN && !b->drain && b->num_calls < b->conf->websocket.max_queued_messages;
+    return b->state == OPEN && !b->drain && !b->overflow && b->num_calls < b->conf->websocket.max_queued_messages;
 }
 
 static void set_reading(bridge_t *b)
@@ -565,6 +569,8 @@ static void progress(bridge_t *b)
 {
     if (wants_input(b))
         read_frames(b);
+    if (b->overflow)
+        start_close(b, MG_WS_CLOSE_POLICY, "too many messages queued for the client");
     if (b->drain && b->state == OPEN && b->num_calls == 0 && b->out.queued == 0)
         start_close(b, MG_WS_CLOSE_NORMAL, "drained");
     write_out(b);
@@ -745,6 +751,14 @@ static void on_upgraded(void *arg, h2o_socket_t *sock, size_t reqsize)
     h2o_buffer_consume(&sock->input, reqsize);
     b->sock = sock;
     sock->data = b;
+    /* a session from now on: admin orders and shutdown only ever meet open sessions */
+    const char *route = b->route->name != NULL ? b->route->name : "";
+    if (mg_ws_session_register(&b->session, b->w, &bridge_ops, mg_str(route, strlen(route)), b->ctx.tenant, b->ctx.peer) != 0) {
+        bridge_free(b);
+        return;
+    }
+    b->registered = 1;
+    snprintf(b->key, sizeof(b->key), "ws:%llu", (unsigned long long)b->session.id);
     b->state = OPEN;
     b->last_rx = h2o_now(b->w->ctx.loop);
     mg_timer_set(&b->timer, mg_ws_first_tick(&b->conf->websocket));
@@ -774,16 +788,11 @@ void mg_ws_bridge_start(mg_request_t *r, const mg_ctx_t *ctx)
     h2o_linklist_init_anchor(&b->calls);
     mg_timer_init(&b->timer, &b->w->timers, on_timer);
     snprintf(b->request_id, sizeof(b->request_id), "%.*s", (int)r->request_id.len, r->request_id.base);
-    if (copy_ctx(b, ctx) != 0 || build_headers(b, r) != 0 ||
-        mg_ws_session_register(&b->session, b->w, &bridge_ops,
-                               mg_str(r->route->name, r->route->name != NULL ? strlen(r->route->name) : 0), r->tenant,
-                               r->peer) != 0) {
+    if (copy_ctx(b, ctx) != 0 || build_headers(b, r) != 0) {
         bridge_free(b);
         mg_request_send_error(r, 503, "backend-unavailable", "out of memory");
         return;
     }
-    b->registered = 1;
-    snprintf(b->key, sizeof(b->key), "ws:%llu", (unsigned long long)b->session.id);
     /* the route and the configuration stay valid: the session holds the configuration */
     h2o_req_t *req = r->req;
     char accept[MG_WS_ACCEPT_LEN + 1];

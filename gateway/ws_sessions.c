@@ -287,6 +287,23 @@ static void send_error(h2o_req_t *req, int status, const char *message)
     mg_admin_send_json(req, status, json_pack("{s:s}", "error", message));
 }
 
+/* A message for clients goes out as one text frame: its size and its UTF-8 are checked here, so
+ * that no client closes its session on it (RFC 6455 8.1: 1007). 0, or -1 after answering. */
+static int check_message(h2o_req_t *req, const mg_config_t *conf)
+{
+    if (conf->websocket.max_message_size != 0 && req->entity.len > conf->websocket.max_message_size) {
+        send_error(req, 413, "the message exceeds websocket.max_message_size");
+        return -1;
+    }
+    json_t *utf8 = json_stringn(req->entity.base != NULL ? req->entity.base : "", req->entity.len);
+    if (utf8 == NULL) {
+        send_error(req, 400, "the message is not valid UTF-8 (it goes out as a text frame)");
+        return -1;
+    }
+    json_decref(utf8);
+    return 0;
+}
+
 static cmd_t *cmd_new(cmd_kind_t kind, h2o_req_t *req)
 {
     cmd_t *c = calloc(1, sizeof(*c));
@@ -323,11 +340,8 @@ void mg_admin_session_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req
         send_error(req, 404, "no such session");
         return;
     }
-    if (actions[i].kind == CMD_SEND && req->entity.len > conf->websocket.max_message_size &&
-        conf->websocket.max_message_size != 0) {
-        send_error(req, 413, "the message exceeds websocket.max_message_size");
+    if (actions[i].kind == CMD_SEND && check_message(req, conf) != 0)
         return;
-    }
     const char *priority = query_param(req, "priority");
     cmd_t *c = cmd_new(actions[i].kind, req);
     if (c == NULL) {
@@ -358,10 +372,8 @@ void mg_admin_broadcast(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
         send_error(req, 404, "no such route");
         return;
     }
-    if (conf->websocket.max_message_size != 0 && req->entity.len > conf->websocket.max_message_size) {
-        send_error(req, 413, "the message exceeds websocket.max_message_size");
+    if (check_message(req, conf) != 0)
         return;
-    }
     size_t sessions = 0;
     pthread_mutex_lock(&registry.lock);
     for (size_t i = 0; i < registry.num_buckets; i++)

@@ -76,7 +76,8 @@ typedef struct mg_ws_tunnel {
     mg_timer_t timer;
     uint64_t last_rx, last_client_rx; /* h2o_now() */
     uint64_t ping_seq;
-    char route[128];
+    /* for the session registry, which the tunnel joins when it opens (the request is gone then) */
+    char route[128], tenant[MG_TENANT_MAX_LEN + 1], peer[64];
 } mg_ws_tunnel_t;
 
 static void start_close(mg_ws_tunnel_t *t, unsigned client_code, unsigned server_code, const char *reason);
@@ -205,13 +206,17 @@ static size_t judge(mg_ws_tunnel_t *t, dir_t *d, h2o_socket_t *src)
         const uint8_t *p = (const uint8_t *)src->input->bytes + off;
         mg_ws_frame_t f;
         const char *why = NULL;
+        mg_ws_reader_t before = d->rd;
         int rc = mg_ws_frame_parse(p, avail, &f, &why);
         if (rc == 0)
             return off;
         if (rc < 0 || (rc = mg_ws_reader_next(&d->rd, &f, d->from_client, &why)) < 0) {
-            if (off == 0)
+            if (off == 0) {
                 source_failed(t, d, rc, why);
-            return off; /* what came before the bad frame is written first */
+            } else {
+                d->rd = before; /* judged again, at the front, once what came before is written */
+            }
+            return off;
         }
         int keep = t->state == CLOSING;
         if (f.opcode >= MG_WS_CLOSE) {
@@ -236,10 +241,12 @@ static void pump(mg_ws_tunnel_t *t, dir_t *d)
     h2o_socket_t *src = src_of(t, d), *dst = dst_of(t, d);
     if (d->busy || d->eof)
         return;
+    /* the gateway's frames go first, where the last write ended: at a frame boundary if that is
+     * one, and its messages only between messages (judging moves the state past the pass) */
+    int at_frame = d->payload_left == 0, between_messages = !d->rd.in_message;
     size_t pass = judge(t, d, src);
     h2o_iovec_t bufs[65];
-    /* the gateway's frames go at a frame boundary, its messages between messages */
-    size_t n = d->payload_left == 0 ? mg_ws_out_take(&d->out, bufs, 64, !d->rd.in_message) : 0;
+    size_t n = at_frame ? mg_ws_out_take(&d->out, bufs, 64, between_messages) : 0;
     if (d == &t->down)
         atomic_store_explicit(&t->session.queued, d->out.queued, memory_order_relaxed);
     if (pass != 0)
@@ -440,6 +447,13 @@ static void on_upgraded(void *arg, h2o_socket_t *sock, size_t reqsize)
     h2o_buffer_consume(&sock->input, reqsize);
     t->client = sock;
     sock->data = t;
+    /* a session from now on: admin orders and shutdown only ever meet open tunnels */
+    if (mg_ws_session_register(&t->session, t->w, &tunnel_ops, mg_str(t->route, strlen(t->route)),
+                               mg_str(t->tenant, strlen(t->tenant)), mg_str(t->peer, strlen(t->peer))) != 0) {
+        tunnel_free(t);
+        return;
+    }
+    t->registered = 1;
     t->state = OPEN;
     t->last_rx = t->last_client_rx = h2o_now(t->w->ctx.loop);
     t->timer.cb = on_timer;
@@ -503,6 +517,10 @@ static void on_handshake_read(h2o_socket_t *sock, const char *err)
         return;
     if (head_len < 0) {
         fail(t, 502, "backend-unavailable", "the backend's answer to the upgrade is not valid HTTP");
+        return;
+    }
+    if (status < 200 && status != 101) {
+        fail(t, 502, "backend-unavailable", "the backend answered the upgrade with an interim status");
         return;
     }
     if (status != 101) {
@@ -725,13 +743,13 @@ void mg_ws_tunnel_start(mg_request_t *r)
     mg_timer_init(&t->timer, &t->w->timers, on_open_timeout);
     t->head = build_head(r, t->backend->servers[t->first_server].url);
     t->target = build_target(r);
-    if (t->head == NULL || t->target == NULL ||
-        mg_ws_session_register(&t->session, t->w, &tunnel_ops, mg_str(t->route, strlen(t->route)), r->tenant, r->peer) != 0) {
+    snprintf(t->tenant, sizeof(t->tenant), "%.*s", (int)r->tenant.len, r->tenant.base);
+    snprintf(t->peer, sizeof(t->peer), "%.*s", (int)r->peer.len, r->peer.base);
+    if (t->head == NULL || t->target == NULL) {
         tunnel_free(t);
         mg_request_send_error(r, 503, "backend-unavailable", "out of memory");
         return;
     }
-    t->registered = 1;
     r->tunnel = t;
     connect_next(t);
 }

@@ -9,6 +9,8 @@ import json
 import os
 import random
 import resource
+import socket
+import struct
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -205,6 +207,38 @@ def test_a_message_too_big_gets_400_and_the_session_stays_open(start_gateway, ba
     assert [a["status"] for a in got] == [400, 400, 200]
     assert got[0]["error"] == "the message exceeds websocket.max_message_size" and "id" not in got[0]
     assert got[2] == {"id": 3, "status": 200, "body": {"balance": 100}}
+
+
+def test_a_client_that_reads_no_answers_is_closed_and_the_gateway_goes_on(start_gateway, bank):
+    """max_queued_messages answers waiting for a client that does not read: it is closed, and
+    the gateway serves the next session."""
+    port = free_port()
+    start_gateway(bridge_config(port, bank.url, websocket={"max_queued_messages": 4, "close_timeout": "1s"}))
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(10)
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"GET /sockets/slow HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+              b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+    bad = b"\x81\x84\x00\x00\x00\x00" + b"nope"  # masked with zeros: "nope", not JSON: a 400 each
+    closed = False
+    deadline = time.monotonic() + 15
+    try:
+        # the close frame cannot reach a client that reads nothing: the connection goes at
+        # close_timeout, while what the client still sends is read and dropped
+        while time.monotonic() < deadline:
+            s.sendall(bad * 50)
+    except OSError:
+        closed = True
+    s.close()
+    assert closed, "the gateway closed the client that read nothing"
+
+    async def next_session():
+        async with connect(f"ws://127.0.0.1:{port}/sockets/after") as ws:
+            await ws.send(msg(1, "balance"))
+            return (await answers(ws, 1))[0]["status"]
+
+    assert run(next_session()) == 200
 
 
 def test_backend_bodies_and_headers(gw, bank):

@@ -4,11 +4,14 @@ down, the idle timeout and pings, size and framing limits, the session manager's
 (list, send, priority, broadcast, close, abort, drain), reload and shutdown."""
 
 import asyncio
+import base64
+import hashlib
 import json
 import os
 import signal
 import socket
 import struct
+import threading
 import time
 
 import pytest
@@ -261,6 +264,7 @@ def test_sessions_listed_and_sent_to(gw):
             assert await asyncio.wait_for(b.recv(), 5) == "to all"
             assert gw.admin_request("POST", "/sessions/999999/send", body=b"x")[0] == 404
             assert gw.admin_request("POST", "/routes/nosuchroute/broadcast", body=b"x")[0] == 404
+            assert gw.admin_request("POST", f"/sessions/{first}/send", body=b"\xff\xfe")[0] == 400, "not UTF-8"
             assert gw.admin_request("POST", f"/sessions/{first}/explode")[0] == 404
 
     run(main())
@@ -358,3 +362,116 @@ def test_reload_keeps_sessions_and_shutdown_closes_with_1001(gw):
 
     assert run(main()) == 1001
     assert gw.wait(10) == 0
+
+
+# --------------------------------------------------------------------------------------
+# Edges found by review: sessions before they open, frame boundaries, sizes
+
+
+def masked_frame(opcode, payload, fin=True):
+    """A client frame (masked), with a 16-bit length when needed."""
+    key = os.urandom(4)
+    head = bytes([(0x80 if fin else 0) | opcode])
+    n = len(payload)
+    head += bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + struct.pack("!H", n)
+    return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+
+class RawWsBackend:
+    """A WebSocket server on a plain socket, so that a test decides every byte it sends: it
+    answers one upgrade (or, with answer=False, never answers it) and then runs `script`."""
+
+    def __init__(self, answer=True, script=None):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        self.answer, self.script = answer, script
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        c, _ = self.sock.accept()
+        self.conns.append(c)
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += c.recv(4096)
+        if not self.answer:
+            return
+        key = [l.split(b":", 1)[1].strip() for l in head.split(b"\r\n") if l.lower().startswith(b"sec-websocket-key:")][0]
+        accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+        c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n")
+        if self.script:
+            self.script(c)
+
+    def close(self):
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def test_a_tunnel_is_a_session_only_once_open(start_gateway):
+    """While the backend has not answered the upgrade there is no session to act on (an admin
+    order or a shutdown then could only meet a half-made tunnel); the client gets 504."""
+    backend = RawWsBackend(answer=False)
+    port, admin = free_port(), free_port()
+    conf = gateway_config(port, {"live": {"servers": [f"ws://127.0.0.1:{backend.port}"], "timeout": "1s"}},
+                          [{"name": "sockets", "forward": "live"}], admin={"address": f"127.0.0.1:{admin}"})
+    g = start_gateway(conf)
+    result = {}
+
+    def client():
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                      b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+            result["head"] = s.recv(4096)
+
+    t = threading.Thread(target=client)
+    t.start()
+    assert wait_until(lambda: backend.conns, 5)
+    assert sessions(g) == []
+    t.join(10)
+    assert result["head"].startswith(b"HTTP/1.1 504"), result
+    backend.close()
+
+
+def test_gateway_frames_wait_for_the_end_of_the_frame_in_progress(start_gateway):
+    """The backend sends half a frame, the admin API sends a message, then the rest of the frame:
+    the admin message comes after the whole frame, never inside it."""
+    sent_half = threading.Event()
+    go_on = threading.Event()
+
+    def script(c):
+        c.sendall(b"\x82\x7e\x03\xe8" + b"A" * 500)  # binary, 1000 bytes: the first half
+        sent_half.set()
+        go_on.wait(10)
+        c.sendall(b"B" * 500)
+        time.sleep(1)
+
+    backend = RawWsBackend(script=script)
+    port, admin = free_port(), free_port()
+    conf = gateway_config(port, {"live": [f"ws://127.0.0.1:{backend.port}"]}, [{"name": "sockets", "forward": "live"}],
+                          admin={"address": f"127.0.0.1:{admin}"})
+    g = start_gateway(conf)
+    with raw_upgrade(port, "/x") as s:
+        assert sent_half.wait(5)
+        assert wait_until(lambda: len(sessions(g)) == 1, 5)
+        assert g.admin_request("POST", f"/sessions/{sessions(g)[0]['id']}/send", body=b"HELLO")[0] == 202
+        time.sleep(0.3)
+        go_on.set()
+        assert read_frame(s) == (2, b"A" * 500 + b"B" * 500)
+        assert read_frame(s) == (1, b"HELLO")
+    backend.close()
+
+
+def test_a_message_too_big_after_another_frame_still_gets_1009(start_gateway, wsb):
+    port = free_port()
+    start_gateway(ws_config(port, wsb, websocket={"max_message_size": "1KiB"}))
+    with raw_upgrade(port) as s:
+        # one write: a small whole message, then the first fragment of one over the limit
+        s.sendall(masked_frame(1, b"small") + masked_frame(1, b"x" * 2000, fin=False))
+        opcode, payload = read_frame(s)
+        while opcode != 8:  # the echo of "small" may come first
+            opcode, payload = read_frame(s)
+        assert struct.unpack("!H", payload[:2])[0] == 1009
