@@ -255,9 +255,15 @@ int main(int argc, char **argv)
     int o;
     while ((o = getopt(argc, argv, "a:p:t:")) != -1) {
         switch (o) {
-        case 'a': addr = optarg; break;
-        case 'p': port = atoi(optarg); break;
-        case 't': max_s = atof(optarg); break;
+        case 'a':
+            addr = optarg;
+            break;
+        case 'p':
+            port = atoi(optarg);
+            break;
+        case 't':
+            max_s = atof(optarg);
+            break;
         default:
             fprintf(stderr, "usage: ws-echo -p PORT [-a ADDR] [-t MAX_SECONDS]\n");
             return 2;

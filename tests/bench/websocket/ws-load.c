@@ -272,8 +272,8 @@ static int on_answer(conn_t *c, const mg_ws_frame_t *f, const uint8_t *p)
         long long st = json_int((const char *)p, (size_t)f->len, "status");
         if (id != (long long)c->expect_id) {
             if (bad < 3)
-                fprintf(stderr, "ws-load: answer out of order, wanted id %llu: %.*s\n",
-                        (unsigned long long)c->expect_id, (int)(f->len > 200 ? 200 : f->len), p);
+                fprintf(stderr, "ws-load: answer out of order, wanted id %llu: %.*s\n", (unsigned long long)c->expect_id,
+                        (int)(f->len > 200 ? 200 : f->len), p);
             return -1;
         }
         if (st != 200) {
@@ -363,14 +363,30 @@ int main(int argc, char **argv)
     int o;
     while ((o = getopt(argc, argv, "a:p:u:c:D:d:s:m:T:")) != -1) {
         switch (o) {
-        case 'a': addr = optarg; break;
-        case 'p': port = atoi(optarg); break;
-        case 'u': path = optarg; break;
-        case 'c': nconns = atoi(optarg); break;
-        case 'D': depth = (unsigned)atoi(optarg); break;
-        case 'd': secs = atof(optarg); break;
-        case 's': msg_bytes = (size_t)atol(optarg); break;
-        case 'T': connect_timeout = atof(optarg); break;
+        case 'a':
+            addr = optarg;
+            break;
+        case 'p':
+            port = atoi(optarg);
+            break;
+        case 'u':
+            path = optarg;
+            break;
+        case 'c':
+            nconns = atoi(optarg);
+            break;
+        case 'D':
+            depth = (unsigned)atoi(optarg);
+            break;
+        case 'd':
+            secs = atof(optarg);
+            break;
+        case 's':
+            msg_bytes = (size_t)atol(optarg);
+            break;
+        case 'T':
+            connect_timeout = atof(optarg);
+            break;
         case 'm':
             if (strcmp(optarg, "echo") == 0)
                 mode = MODE_ECHO;
@@ -383,9 +399,8 @@ int main(int argc, char **argv)
             goto usage;
         }
     }
-    if (port <= 0 || port > 65535 || nconns < 1 || nconns > MAX_CONNS || depth < 1 || depth > MAX_DEPTH ||
-        msg_bytes < 1 || msg_bytes > MAX_MSG || secs <= 0 || secs > 3600 || connect_timeout <= 0 ||
-        connect_timeout > 600)
+    if (port <= 0 || port > 65535 || nconns < 1 || nconns > MAX_CONNS || depth < 1 || depth > MAX_DEPTH || msg_bytes < 1 ||
+        msg_bytes > MAX_MSG || secs <= 0 || secs > 3600 || connect_timeout <= 0 || connect_timeout > 600)
         goto usage;
     signal(SIGPIPE, SIG_IGN);
     rng ^= now_ns();
@@ -559,8 +574,8 @@ int main(int argc, char **argv)
     }
     printf("conns=%d open=%d msgs=%llu secs=%.3f rate=%.1f p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f max_ms=%.3f "
            "bad=%llu errors=%llu\n",
-           nconns, opened, (unsigned long long)msgs, measured, measured > 0 ? msgs / measured : 0.0, quantile(0.50),
-           quantile(0.90), quantile(0.99), lat_max / 1e6, (unsigned long long)bad, (unsigned long long)errors);
+           nconns, opened, (unsigned long long)msgs, measured, measured > 0 ? msgs / measured : 0.0, quantile(0.50), quantile(0.90),
+           quantile(0.99), lat_max / 1e6, (unsigned long long)bad, (unsigned long long)errors);
     return (opened > 0 && msgs > 0) ? 0 : 1;
 
 usage:
