@@ -112,47 +112,49 @@ static void put_wait_histogram(FILE *out, const mg_backend_conf_t *b)
     put_backend_u64(out, "matchgate_backend_queue_wait_seconds_count", b->name, count > cumulative ? count : cumulative);
 }
 
-static uint64_t backend_queue_depth(mg_backend_sched_t *bs)
+/* One backend's figures, read once per scrape: mg_sched_stats takes every lock of the scheduler,
+ * which the workers take too. */
+typedef struct backend_figures {
+    uint64_t depth, in_flight, timeouts;
+} backend_figures_t;
+
+static backend_figures_t backend_figures(mg_backend_sched_t *bs)
 {
     mg_sched_stats_t st;
     mg_sched_stats(bs->sched, &st);
-    return st.waiting;
-}
-
-static uint64_t backend_in_flight(mg_backend_sched_t *bs)
-{
-    return atomic_load_explicit(&bs->running, memory_order_relaxed);
-}
-
-static uint64_t backend_queue_timeouts(mg_backend_sched_t *bs)
-{
-    mg_sched_stats_t st;
-    mg_sched_stats(bs->sched, &st);
-    return st.timeouts;
+    return (backend_figures_t){st.waiting, atomic_load_explicit(&bs->running, memory_order_relaxed), st.timeouts};
 }
 
 typedef struct backend_metric {
     const char *name, *type, *help;
-    uint64_t (*read)(mg_backend_sched_t *bs);
+    size_t offset; /* of its figure in backend_figures_t */
 } backend_metric_t;
 
 static const backend_metric_t backend_metrics[] = {
-    {"matchgate_backend_queue_depth", "gauge", "Requests waiting in the backend's scheduler.", backend_queue_depth},
-    {"matchgate_backend_in_flight", "gauge", "Requests sent to the backend and not finished yet.", backend_in_flight},
+    {"matchgate_backend_queue_depth", "gauge", "Requests waiting in the backend's scheduler.", offsetof(backend_figures_t, depth)},
+    {"matchgate_backend_in_flight", "gauge", "Requests sent to the backend and not finished yet.",
+     offsetof(backend_figures_t, in_flight)},
     {"matchgate_backend_queue_timeouts_total", "counter", "Requests that waited queue_timeout and got 503.",
-     backend_queue_timeouts},
+     offsetof(backend_figures_t, timeouts)},
 };
 
 /* Per backend of the configuration in use: its scheduler's figures. */
 static void put_backend_metrics(FILE *out, const mg_config_t *conf)
 {
+    backend_figures_t *figures = calloc(conf->num_backends + 1, sizeof(*figures));
+    if (figures == NULL)
+        return;
+    for (size_t i = 0; i < conf->num_backends; i++)
+        if (conf->backends[i].sched != NULL)
+            figures[i] = backend_figures(conf->backends[i].sched);
     for (size_t m = 0; m < sizeof(backend_metrics) / sizeof(backend_metrics[0]); m++) {
         put_header(out, backend_metrics[m].name, backend_metrics[m].type, backend_metrics[m].help);
         for (size_t i = 0; i < conf->num_backends; i++)
             if (conf->backends[i].sched != NULL)
                 put_backend_u64(out, backend_metrics[m].name, conf->backends[i].name,
-                                backend_metrics[m].read(conf->backends[i].sched));
+                                *(const uint64_t *)((const char *)&figures[i] + backend_metrics[m].offset));
     }
+    free(figures);
     put_header(out, "matchgate_backend_queue_wait_seconds", "histogram",
                "Time requests waited in the scheduler before being sent.");
     for (size_t i = 0; i < conf->num_backends; i++)

@@ -18,8 +18,7 @@ struct mg_call {
     CURL *easy;
     mg_timer_t timeout;
     char *url;
-    char *body; /* the response's */
-    size_t len, cap;
+    h2o_buffer_t *body; /* the response's */
     int too_big;
     size_t first_server;
     unsigned attempt;
@@ -34,22 +33,12 @@ static size_t on_body(char *data, size_t size, size_t nitems, void *arg)
 {
     mg_call_t *c = arg;
     size_t n = size * nitems;
-    if (c->len + n > c->spec.max_response) {
+    if (c->body->size + n > c->spec.max_response) {
         c->too_big = 1;
         return 0; /* curl fails the transfer with CURLE_WRITE_ERROR */
     }
-    if (c->len + n > c->cap) {
-        size_t cap = c->cap != 0 ? c->cap : 4096;
-        while (cap < c->len + n)
-            cap *= 2;
-        char *grown = realloc(c->body, cap);
-        if (grown == NULL)
-            return 0;
-        c->body = grown;
-        c->cap = cap;
-    }
-    memcpy(c->body + c->len, data, n);
-    c->len += n;
+    memcpy(h2o_buffer_reserve(&c->body, n).base, data, n);
+    c->body->size += n;
     return n;
 }
 
@@ -66,13 +55,13 @@ static void call_free(mg_call_t *c)
 {
     release(c);
     free(c->url);
-    free(c->body);
+    h2o_buffer_dispose(&c->body);
     free(c);
 }
 
 static void finish(mg_call_t *c, int status, const char *error)
 {
-    mg_call_result_t res = {.status = status, .error = error, .body = c->body, .len = c->len};
+    mg_call_result_t res = {.status = status, .error = error, .body = c->body->bytes, .len = c->body->size};
     release(c);
     c->done(c->arg, &res);
     call_free(c);
@@ -86,27 +75,9 @@ static int configure_attempt(mg_call_t *c)
     free(c->url);
     if ((c->url = malloc(size)) == NULL || mg_url_build(c->url, size, server->url, c->spec.path, c->spec.query) < 0)
         return -1;
-    c->len = 0;
+    h2o_buffer_consume(&c->body, c->body->size); /* a retry starts a new response */
     curl_easy_setopt(c->easy, CURLOPT_URL, c->url);
     return 0;
-}
-
-/* The transfer never got a connection: refused, unresolved, or connect_timeout (curl reports
- * the last as a timeout with no connect time). */
-static int never_connected(CURL *easy, CURLcode result)
-{
-    curl_off_t connect_time = 0;
-    if (result == CURLE_COULDNT_CONNECT || result == CURLE_COULDNT_RESOLVE_HOST)
-        return 1;
-    curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connect_time);
-    return result == CURLE_OPERATION_TIMEDOUT && connect_time == 0;
-}
-
-static int may_retry(const mg_call_t *c)
-{
-    const mg_backend_conf_t *b = c->spec.backend;
-    return c->attempt < b->retries && c->attempt + 1 < b->num_servers &&
-           mg_method_is_idempotent(mg_str(c->spec.method, strlen(c->spec.method)));
 }
 
 static void on_done(mg_transfer_t *transfer, CURL *easy, CURLcode result)
@@ -116,11 +87,12 @@ static void on_done(mg_transfer_t *transfer, CURL *easy, CURLcode result)
     if (result == CURLE_OK) {
         curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
         finish(c, (int)status, NULL);
-    } else if (never_connected(easy, result) && may_retry(c)) {
+    } else if (mg_upstream_never_connected(easy, result) &&
+               mg_backend_may_retry(c->spec.backend, c->attempt, mg_str(c->spec.method, strlen(c->spec.method)))) {
         c->attempt++;
         if (configure_attempt(c) != 0 || mg_upstream_start(c->w->upstream, c->easy, &c->transfer) != 0)
             finish(c, 502, "cannot start the backend transfer");
-    } else if (never_connected(easy, result)) {
+    } else if (mg_upstream_never_connected(easy, result)) {
         finish(c, 502, "no backend server accepted the connection");
     } else if (c->too_big) {
         finish(c, 502, "the backend response is too large");
@@ -165,6 +137,7 @@ mg_call_t *mg_call_start(mg_worker_t *w, const mg_call_spec_t *spec, mg_call_don
     c->spec = *spec;
     c->done = done;
     c->arg = arg;
+    h2o_buffer_init(&c->body, &h2o_socket_buffer_prototype);
     c->first_server = mg_backend_first_server(spec->backend, mg_str(spec->method, strlen(spec->method)));
     mg_timer_init(&c->timeout, &w->timers, on_timeout);
     if ((c->easy = mg_upstream_acquire(w->upstream)) == NULL) {

@@ -220,15 +220,14 @@ int mg_turn_cancel(mg_turn_t *t)
     return mg_sched_cancel(t->bs->sched, &t->task);
 }
 
-void mg_turn_finished(mg_turn_t *t, mg_worker_t *w)
+void mg_turn_finished(mg_worker_t *w)
 {
-    (void)t;
     w->jobs--;
 }
 
 static void job_free(mg_job_t *job, mg_worker_t *w)
 {
-    mg_turn_finished(&job->turn, w);
+    mg_turn_finished(w);
     free(job);
 }
 
@@ -317,7 +316,7 @@ static int order_of(mg_request_t *r, const mg_ctx_t *ctx, mg_str_t *key, mg_sche
     if (mg_template_expand(o->order.key, ctx, key) != 0)
         return -1;
     if (o->order.priority_header != NULL) {
-        ssize_t i = h2o_find_header_by_str(&r->req->headers, o->order.priority_header, strlen(o->order.priority_header), -1);
+        ssize_t i = h2o_find_header_by_str(&r->req->headers, o->order.priority_header, o->order.priority_header_len, -1);
         if (i >= 0 && mg_order_is_high(mg_str(r->req->headers.entries[i].value.base, r->req->headers.entries[i].value.len)))
             *priority = MG_SCHED_HIGH;
     }

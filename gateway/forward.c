@@ -278,6 +278,7 @@ static void try_send(mg_forward_t *f)
 typedef struct header_list {
     h2o_mem_pool_t *pool;
     struct curl_slist *head, **tail;
+    int has_accept, has_content_type; /* else curl's defaults are turned off */
 } header_list_t;
 
 static void list_append(header_list_t *l, char *line)
@@ -412,6 +413,8 @@ void mg_forward_headers(mg_request_t *r, const char *server_url, mg_header_emit_
 static void emit_line(void *arg, const char *name, size_t nlen, const char *value, size_t vlen)
 {
     header_list_t *l = arg;
+    l->has_accept |= h2o_lcstris(name, nlen, H2O_STRLIT("accept"));
+    l->has_content_type |= h2o_lcstris(name, nlen, H2O_STRLIT("content-type"));
     list_append(l, header_line(l->pool, name, nlen, value, vlen));
 }
 
@@ -420,27 +423,26 @@ static void emit_line(void *arg, const char *name, size_t nlen, const char *valu
 static void build_request_headers(mg_forward_t *f, const mg_server_conf_t *server)
 {
     h2o_req_t *req = req_of(f);
-    header_list_t l = {&req->pool, NULL, &l.head};
+    header_list_t l = {&req->pool, NULL, &l.head, 0, 0};
     mg_forward_headers(f->r, server->url, emit_line, &l);
     /* "Name:" with nothing after it tells curl not to add its own default */
     list_append(&l, (char *)"Expect:");
-    if (h2o_find_header(&req->headers, H2O_TOKEN_ACCEPT, -1) < 0)
+    if (!l.has_accept)
         list_append(&l, (char *)"Accept:");
-    if (h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_TYPE, -1) < 0)
+    if (!l.has_content_type)
         list_append(&l, (char *)"Content-Type:");
     f->headers = l.head;
 }
 
-/* Picks the server for this attempt: retries walk on from the first choice. */
 /* primary_for_writes: POST/PUT/PATCH/DELETE go to the primary and nowhere else. */
-static int pinned_to_primary(const mg_forward_t *f)
+static int pinned_to_primary(const mg_backend_conf_t *b, mg_str_t method)
 {
-    return f->backend->balance == MG_BALANCE_PRIMARY_FOR_WRITES && mg_method_is_write(f->r->send_method);
+    return b->balance == MG_BALANCE_PRIMARY_FOR_WRITES && mg_method_is_write(method);
 }
 
 size_t mg_backend_first_server(mg_backend_conf_t *b, mg_str_t method)
 {
-    if (b->balance == MG_BALANCE_PRIMARY_FOR_WRITES && mg_method_is_write(method))
+    if (pinned_to_primary(b, method))
         return b->primary_index;
     if (b->balance == MG_BALANCE_FIRST_AVAILABLE)
         return 0;
@@ -455,13 +457,12 @@ static const mg_server_conf_t *pick_server(mg_forward_t *f)
     return &b->servers[(f->first_server + f->attempt) % b->num_servers];
 }
 
-/* Connect failures are retried on another server: idempotent methods only, at most
- * `retries` times and num_servers - 1 times, never for a write pinned to the primary. */
-static int may_retry(const mg_forward_t *f)
+int mg_backend_may_retry(const mg_backend_conf_t *b, unsigned attempt, mg_str_t method)
 {
-    return f->attempt < f->backend->retries && f->attempt + 1 < f->backend->num_servers &&
-           mg_method_is_idempotent(f->r->send_method) && !pinned_to_primary(f);
+    return attempt < b->retries && attempt + 1 < b->num_servers && mg_method_is_idempotent(method) && !pinned_to_primary(b, method);
 }
+
+/* Picks the server for this attempt: retries walk on from the first choice. */
 
 static int configure_attempt(mg_forward_t *f)
 {
@@ -533,15 +534,6 @@ static int start_attempt(mg_forward_t *f)
     return mg_upstream_start(f->r->worker->upstream, f->easy, &f->transfer);
 }
 
-static int connect_failed(mg_forward_t *f, CURLcode result)
-{
-    curl_off_t connect_time = 0;
-    if (result == CURLE_COULDNT_CONNECT || result == CURLE_COULDNT_RESOLVE_HOST)
-        return 1;
-    curl_easy_getinfo(f->easy, CURLINFO_CONNECT_TIME_T, &connect_time);
-    return result == CURLE_OPERATION_TIMEDOUT && connect_time == 0;
-}
-
 /* A transfer ended before any byte of the response reached the client. */
 static void on_failed_before_response(mg_forward_t *f, CURLcode result)
 {
@@ -553,8 +545,8 @@ static void on_failed_before_response(mg_forward_t *f, CURLcode result)
         fail(f, 504, "backend-timeout", "the backend did not respond within the timeout");
         return;
     }
-    if (connect_failed(f, result)) {
-        if (may_retry(f)) {
+    if (mg_upstream_never_connected(f->easy, result)) {
+        if (mg_backend_may_retry(f->backend, f->attempt, f->r->send_method)) {
             f->attempt++;
             if (start_attempt(f) == 0)
                 return;

@@ -136,6 +136,9 @@ CURL *mg_upstream_acquire(mg_upstream_t *up);
 int mg_upstream_start(mg_upstream_t *up, CURL *easy, mg_transfer_t *transfer);
 /* Stops a started transfer (no callback follows) or returns an idle handle to the free list. */
 void mg_upstream_release(mg_upstream_t *up, CURL *easy);
+/* 1 when a transfer that ended with `result` never got a connection (refused, unresolved, or
+ * connect_timeout): another server may be tried. */
+int mg_upstream_never_connected(CURL *easy, CURLcode result);
 /* Resumes a transfer paused by its write callback; safe from any loop callback. */
 void mg_upstream_resume(mg_upstream_t *up, CURL *easy);
 
@@ -390,7 +393,7 @@ mg_sched_result_t mg_turn_submit(mg_turn_t *t, mg_worker_t *w, mg_backend_sched_
 void mg_turn_started(mg_turn_t *t);
 void mg_turn_complete(mg_turn_t *t);
 int mg_turn_cancel(mg_turn_t *t);
-void mg_turn_finished(mg_turn_t *t, mg_worker_t *w);
+void mg_turn_finished(mg_worker_t *w);
 
 /* A worker's receiver for scheduler deliveries (after its queue exists), and its timers' end. */
 void mg_dispatch_worker_init(mg_worker_t *w);
@@ -405,6 +408,10 @@ void mg_forward_headers(mg_request_t *r, const char *server_url, mg_header_emit_
  * primary_for_writes, the first under first_available, else the next in the weighted round robin.
  * Connect failures go on to the following servers. */
 size_t mg_backend_first_server(mg_backend_conf_t *b, mg_str_t method);
+/* Whether a connect failure of `attempt` (0 for the first) may go on to the next server:
+ * idempotent methods only, at most `retries` times and num_servers - 1 times, never for a write
+ * pinned to the primary. */
+int mg_backend_may_retry(const mg_backend_conf_t *b, unsigned attempt, mg_str_t method);
 
 /* A backend call of the gateway's own (call.c): a request complete in memory, the response
  * collected whole. */

@@ -47,35 +47,51 @@ static void keep_decision(mg_request_t *r, const mg_decision_t *d)
     }
 }
 
-/* One decision for `key`; -1 (429 sent) when rejected. Out of memory admits: the throttle must
- * not turn a gateway short of memory into one refusing everything. */
+/* One decision for `key`, counted in the worker's figures: 1 admitted, 0 rejected, -1 out of
+ * memory, which admits: the throttle must not turn a gateway short of memory into one refusing
+ * everything. */
+static int acquire(mg_worker_t *w, const mg_config_t *conf, h2o_iovec_t key, mg_quota_t quota, mg_decision_t *d)
+{
+    int rc = mg_throttle_acquire(w->gw->throttle, key.base, key.len, quota, conf->generation, mg_throttle_now(), d);
+    if (rc == 1)
+        mg_stat_inc(&w->stats.throttle_admitted);
+    else if (rc == 0)
+        mg_stat_inc(&w->stats.throttle_rejected);
+    return rc;
+}
+
+/* One decision for a request; -1 (429 sent) when rejected. */
 static int decide(mg_request_t *r, h2o_iovec_t key, mg_quota_t quota, const char *what)
 {
-    mg_worker_t *w = r->worker;
     mg_decision_t d;
-    int rc = mg_throttle_acquire(w->gw->throttle, key.base, key.len, quota, r->conf->generation, mg_throttle_now(), &d);
+    int rc = acquire(r->worker, r->conf, key, quota, &d);
     if (rc < 0)
         return 0;
     keep_decision(r, &d);
-    if (rc == 1) {
-        mg_stat_inc(&w->stats.throttle_admitted);
+    if (rc == 1)
         return 0;
-    }
-    mg_stat_inc(&w->stats.throttle_rejected);
     /* the RateLimit-* headers come with every response (proxy.c) */
     mg_request_send_retry(r, 429, "throttled", what, d.retry_after_us);
     return -1;
 }
 
-static h2o_iovec_t make_key(h2o_mem_pool_t *pool, const char *prefix, mg_str_t a, mg_str_t b)
+/* A throttle key: prefix, a, NUL, b (a route name cannot hold NUL: (route, key) pairs stay
+ * distinct), written into `out`, which holds strlen(prefix) + a.len + 1 + b.len bytes. */
+static h2o_iovec_t put_key(char *out, const char *prefix, mg_str_t a, mg_str_t b)
 {
     size_t plen = strlen(prefix);
-    h2o_iovec_t key = h2o_iovec_init(h2o_mem_alloc_pool(pool, plen + a.len + 1 + b.len), plen + a.len + 1 + b.len);
-    memcpy(key.base, prefix, plen);
-    memcpy(key.base + plen, a.base, a.len);
-    key.base[plen + a.len] = '\0'; /* a route name cannot hold NUL: (route, key) pairs stay distinct */
-    memcpy(key.base + plen + a.len + 1, b.base, b.len);
-    return key;
+    memcpy(out, prefix, plen);
+    if (a.len != 0)
+        memcpy(out + plen, a.base, a.len);
+    out[plen + a.len] = '\0';
+    if (b.len != 0)
+        memcpy(out + plen + a.len + 1, b.base, b.len);
+    return h2o_iovec_init(out, plen + a.len + 1 + b.len);
+}
+
+static h2o_iovec_t make_key(h2o_mem_pool_t *pool, const char *prefix, mg_str_t a, mg_str_t b)
+{
+    return put_key(h2o_mem_alloc_pool(pool, strlen(prefix) + a.len + 1 + b.len), prefix, a, b);
 }
 
 int mg_limits_check_tenant(mg_request_t *r, const mg_ctx_t *ctx)
@@ -89,19 +105,13 @@ int mg_limits_check_tenant(mg_request_t *r, const mg_ctx_t *ctx)
 int mg_limits_admit_tenant(mg_worker_t *w, const mg_config_t *conf, mg_str_t tenant, uint64_t *retry_after_us)
 {
     const mg_quota_t *quota = mg_tenants_quota(&conf->tenants, tenant);
-    char key[MG_TENANT_MAX_LEN + 2];
+    char buf[MG_TENANT_MAX_LEN + 2];
     mg_decision_t d;
     if (quota == NULL || tenant.len == 0 || tenant.len > MG_TENANT_MAX_LEN)
         return 1;
-    key[0] = 't'; /* the same key as make_key(.., "t", "", tenant): one quota for requests and messages */
-    key[1] = '\0';
-    memcpy(key + 2, tenant.base, tenant.len);
-    int rc = mg_throttle_acquire(w->gw->throttle, key, tenant.len + 2, *quota, conf->generation, mg_throttle_now(), &d);
-    if (rc != 0) {
-        mg_stat_inc(&w->stats.throttle_admitted);
-        return 1; /* admitted, or out of memory (which admits, as for requests) */
-    }
-    mg_stat_inc(&w->stats.throttle_rejected);
+    /* the key of mg_limits_check_tenant: one quota for a tenant's requests and messages */
+    if (acquire(w, conf, put_key(buf, "t", mg_str("", 0), tenant), *quota, &d) != 0)
+        return 1;
     *retry_after_us = d.retry_after_us;
     return 0;
 }

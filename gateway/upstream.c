@@ -259,6 +259,16 @@ void mg_upstream_release(mg_upstream_t *up, CURL *easy)
         curl_easy_cleanup(easy);
 }
 
+int mg_upstream_never_connected(CURL *easy, CURLcode result)
+{
+    curl_off_t connect_time = 0;
+    if (result == CURLE_COULDNT_CONNECT || result == CURLE_COULDNT_RESOLVE_HOST)
+        return 1;
+    /* curl reports connect_timeout as a timeout, with no connect time */
+    curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connect_time);
+    return result == CURLE_OPERATION_TIMEDOUT && connect_time == 0;
+}
+
 void mg_upstream_resume(mg_upstream_t *up, CURL *easy)
 {
     curl_easy_pause(easy, CURLPAUSE_CONT);

@@ -73,8 +73,7 @@ struct bridge {
     uint64_t payload_left, payload_off;
     uint8_t mask[4];
     int fin, oversized;
-    char *msg;
-    size_t msg_len, msg_cap;
+    h2o_buffer_t *msg; /* the message being read, unmasked */
     /* messages waiting for their turn or at the backend */
     h2o_linklist_t calls;
     size_t num_calls;
@@ -155,7 +154,7 @@ static void call_free(call_t *c, mg_worker_t *w)
     if (c->id != NULL)
         json_decref(c->id);
     h2o_mem_clear_pool(&c->pool);
-    mg_turn_finished(&c->turn, w);
+    mg_turn_finished(w);
     free(c);
 }
 
@@ -280,13 +279,9 @@ static const char *expand_path(bridge_t *b, call_t *c, json_t *msg)
     const mg_route_t *route = b->route;
     mg_ctx_t ctx = b->ctx;
     ctx.alloc = (mg_alloc_t){pool_alloc, &c->pool};
-    for (size_t i = 0; i < route->bridge.num_msg_fields; i++) {
-        const char *field = route->bridge.msg_fields[i];
-        size_t n = strlen(field);
-        char *name = h2o_mem_alloc_pool(&c->pool, n + 4);
-        memcpy(name, "msg.", 4);
-        memcpy(name + 4, field, n);
-        if (mg_ctx_set_var(&ctx, mg_str(name, n + 4), field_text(c, msg, field)) != 0)
+    for (size_t i = 0; i < route->bridge.num_msg_vars; i++) {
+        const char *var = route->bridge.msg_vars[i]; /* named at load: "msg.<field>" */
+        if (mg_ctx_set_var(&ctx, mg_str(var, strlen(var)), field_text(c, msg, var + MG_BRIDGE_MSG_PREFIX_LEN)) != 0)
             return "the message binds too many variables";
     }
     mg_str_t raw;
@@ -411,23 +406,13 @@ static void on_message(bridge_t *b, const char *refused, mg_str_t raw)
 /* ---------------------------------------------------------------------------------------
  * Reading frames
  */
-static int append_payload(bridge_t *b, const char *p, size_t n)
+static void append_payload(bridge_t *b, const char *p, size_t n)
 {
-    if (b->msg_len + n > b->msg_cap) {
-        size_t cap = b->msg_cap != 0 ? b->msg_cap : 1024;
-        while (cap < b->msg_len + n)
-            cap *= 2;
-        char *grown = realloc(b->msg, cap);
-        if (grown == NULL)
-            return -1;
-        b->msg = grown;
-        b->msg_cap = cap;
-    }
-    memcpy(b->msg + b->msg_len, p, n);
-    mg_ws_mask((uint8_t *)b->msg + b->msg_len, n, b->mask, b->payload_off);
-    b->msg_len += n;
+    char *dst = h2o_buffer_reserve(&b->msg, n).base;
+    memcpy(dst, p, n);
+    mg_ws_mask((uint8_t *)dst, n, b->mask, b->payload_off);
+    b->msg->size += n;
     b->payload_off += n;
-    return 0;
 }
 
 /* A whole control frame from the client. */
@@ -455,8 +440,8 @@ static void message_done(bridge_t *b)
                           : b->rd.message_opcode == MG_WS_BINARY ? "binary messages are not bridged"
                                                                  : NULL;
     if (b->state == OPEN)
-        on_message(b, refused, mg_str(b->msg, b->msg_len));
-    b->msg_len = 0;
+        on_message(b, refused, mg_str(b->msg->bytes, b->msg->size));
+    h2o_buffer_consume(&b->msg, b->msg->size);
     b->oversized = 0;
 }
 
@@ -469,10 +454,8 @@ static void read_frames(bridge_t *b)
             size_t n = avail < b->payload_left ? avail : (size_t)b->payload_left;
             if (n == 0)
                 return;
-            if (b->state == OPEN && !b->oversized && append_payload(b, sock->input->bytes, n) != 0) {
-                start_close(b, MG_WS_CLOSE_UNAVAILABLE, "out of memory");
-                return;
-            }
+            if (b->state == OPEN && !b->oversized)
+                append_payload(b, sock->input->bytes, n);
             h2o_buffer_consume(&sock->input, n);
             if ((b->payload_left -= n) == 0 && b->fin)
                 message_done(b);
@@ -527,7 +510,7 @@ static void bridge_free(bridge_t *b)
     curl_slist_free_all(b->headers);
     mg_worker_conf_drop(b->w, b->conf);
     free(b->arena);
-    free(b->msg);
+    h2o_buffer_dispose(&b->msg);
     free(b);
 }
 
@@ -786,6 +769,7 @@ void mg_ws_bridge_start(mg_request_t *r, const mg_ctx_t *ctx)
     b->backend = r->route->bridge.backend;
     b->rd.max_message = b->conf->websocket.max_message_size;
     h2o_linklist_init_anchor(&b->calls);
+    h2o_buffer_init(&b->msg, &h2o_socket_buffer_prototype);
     mg_timer_init(&b->timer, &b->w->timers, on_timer);
     snprintf(b->request_id, sizeof(b->request_id), "%.*s", (int)r->request_id.len, r->request_id.base);
     if (copy_ctx(b, ctx) != 0 || build_headers(b, r) != 0) {

@@ -216,21 +216,16 @@ void mg_ws_worker_shutdown(mg_worker_t *w)
 /* The value of `name` in the query string of `req`, decoded into the pool; NULL when absent. */
 static const char *query_param(h2o_req_t *req, const char *name)
 {
+    int found;
     if (req->query_at == SIZE_MAX)
         return NULL;
-    size_t nlen = strlen(name);
-    const char *p = req->path.base + req->query_at + 1, *end = req->path.base + req->path.len;
-    while (p < end) {
-        const char *amp = memchr(p, '&', (size_t)(end - p)), *stop = amp != NULL ? amp : end;
-        if ((size_t)(stop - p) > nlen && memcmp(p, name, nlen) == 0 && p[nlen] == '=') {
-            size_t vlen = (size_t)(stop - p) - nlen - 1;
-            char *v = h2o_mem_alloc_pool(&req->pool, vlen + 1);
-            v[mg_percent_decode(p + nlen + 1, vlen, v, 1)] = '\0';
-            return v;
-        }
-        p = stop + 1;
-    }
-    return NULL;
+    mg_str_t query = mg_str(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
+    mg_str_t v = mg_query_param(query, mg_str(name, strlen(name)), &found);
+    if (!found)
+        return NULL;
+    char *decoded = h2o_mem_alloc_pool(&req->pool, v.len + 1);
+    decoded[mg_percent_decode(v.base, v.len, decoded, 1)] = '\0';
+    return decoded;
 }
 
 static json_t *session_json(const mg_ws_session_t *s)

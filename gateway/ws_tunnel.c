@@ -72,7 +72,8 @@ typedef struct mg_ws_tunnel {
     size_t first_server;
     unsigned attempt;
     int state, registered, drain;
-    dir_t up, down; /* up: client -> backend */
+    int handshake_sent; /* CONNECTING: the upgrade went out, the backend's answer is awaited */
+    dir_t up, down;     /* up: client -> backend */
     mg_timer_t timer;
     uint64_t last_rx, last_client_rx; /* h2o_now() */
     uint64_t ping_seq;
@@ -417,7 +418,7 @@ static void connect_failed(mg_ws_tunnel_t *t, int timed_out)
         h2o_socket_close(t->server);
         t->server = NULL;
     }
-    if (t->attempt < b->retries && t->attempt + 1 < b->num_servers) {
+    if (mg_backend_may_retry(b, t->attempt, mg_str("GET", 3))) {
         t->attempt++;
         connect_next(t);
     } else if (timed_out) {
@@ -430,7 +431,7 @@ static void connect_failed(mg_ws_tunnel_t *t, int timed_out)
 static void on_open_timeout(mg_timer_t *timer)
 {
     mg_ws_tunnel_t *t = H2O_STRUCT_FROM_MEMBER(mg_ws_tunnel_t, timer, timer);
-    if (t->server != NULL && t->server->_cb.read != NULL)
+    if (t->handshake_sent)
         fail(t, 504, "backend-timeout", "the backend did not answer the upgrade within the timeout");
     else
         connect_failed(t, 1);
@@ -560,6 +561,7 @@ static void on_handshake_sent(h2o_socket_t *sock, const char *err)
         connect_failed(t, 0);
         return;
     }
+    t->handshake_sent = 1;
     mg_timer_set(&t->timer, t->backend->timeout_ms);
     h2o_socket_read_start(sock, on_handshake_read);
 }

@@ -30,11 +30,13 @@ static inline mg_str_t mg_str(const char *base, size_t len)
     return (mg_str_t){base, len};
 }
 
-/* strcmp's order between `a` and the C string `b` (for bsearch over sorted names). */
+/* strcmp's order between `a` and the C string `b` (for bsearch over sorted names). `a` may hold
+ * NUL bytes (a JSON string, a decoded value): it is compared by length, never read past. */
 static inline int mg_str_compare(mg_str_t a, const char *b)
 {
-    int c = strncmp(a.base, b, a.len);
-    return c != 0 ? c : b[a.len] == '\0' ? 0 : -1;
+    size_t len = strlen(b), n = a.len < len ? a.len : len;
+    int c = n != 0 ? memcmp(a.base, b, n) : 0;
+    return c != 0 ? c : a.len < len ? -1 : a.len > len;
 }
 
 /* ---------------------------------------------------------------------------------------

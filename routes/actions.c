@@ -51,15 +51,6 @@ static void mg_action_push(mg_actions_builder_t *b, mg_action_kind_t kind, mg_st
     (*b->list)[(*b->size)++] = (mg_action_t){kind, name, value};
 }
 
-static int mg_is_header_token(const char *s, size_t len)
-{
-    for (size_t i = 0; i != len; ++i) {
-        if (!mg__is_tchar(s[i]))
-            return 0;
-    }
-    return len != 0;
-}
-
 /* Why the gateway refuses to let actions touch header `name`, or NULL when it does not. */
 static const char *mg_header_refusal(const char *name)
 {
@@ -91,7 +82,7 @@ static int mg_action_header_name_ok(mg_actions_builder_t *b, const mg_node_t *no
                       "pseudo-header '%s' cannot be changed by actions (use rewrite_path, set_method or forward.host)", name);
         return -1;
     }
-    if (!mg_is_header_token(name, node->u.scalar.len)) {
+    if (!mg__is_token(name, node->u.scalar.len)) {
         mg_errors_add(b->errs, node, "invalid header name (a token such as X-Tenant: no spaces, ':', CR, LF or NUL)");
         return -1;
     }
@@ -187,7 +178,7 @@ int mg__method_check(const mg_node_t *v, mg_errors_t *errs)
         mg_errors_add(errs, v, "method '%s' must be upper case, methods are case-sensitive (did you mean '%s'?)", s, upper);
         return -1;
     }
-    if (!mg_is_header_token(s, len)) {
+    if (!mg__is_token(s, len)) {
         mg_errors_add(errs, v, "invalid method '%s' (a method is a token such as GET or PURGE)", s);
         return -1;
     }

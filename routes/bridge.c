@@ -20,9 +20,6 @@ static const char *const mg_bridge_keys[] = {"backend", "path", "method", "body"
 static const char *const mg_bridge_method_keys[] = {"from", "map", "default", NULL};
 static const char *const mg_bridge_priority_keys[] = {"from", "high", NULL};
 
-#define MG_MSG_PREFIX "msg."
-#define MG_MSG_PREFIX_LEN (sizeof(MG_MSG_PREFIX) - 1)
-
 static void *mg_bridge_grow(void *array, size_t num, size_t size)
 {
     void *p = realloc(array, (num + 1) * size);
@@ -41,14 +38,6 @@ static int mg_bridge_compare_methods(const void *a, const void *b)
     return strcmp(((const mg_bridge_method_t *)a)->value, ((const mg_bridge_method_t *)b)->value);
 }
 
-/* strcmp's order between `a` and `b`, for values from messages: JSON strings may hold NUL. */
-static int mg_bridge_compare(mg_str_t a, const char *b)
-{
-    size_t len = strlen(b), n = a.len < len ? a.len : len;
-    int c = n != 0 ? memcmp(a.base, b, n) : 0;
-    return c != 0 ? c : a.len < len ? -1 : a.len > len;
-}
-
 /* Whether `value` is one of the `n` sorted strings at `keys`, `stride` bytes apart (each the
  * first member of its element: the map's entries and the high values alike). */
 static const void *mg_bridge_search(mg_str_t value, const void *keys, size_t n, size_t stride)
@@ -57,7 +46,7 @@ static const void *mg_bridge_search(mg_str_t value, const void *keys, size_t n, 
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         const char *at = (const char *)keys + mid * stride;
-        int c = mg_bridge_compare(value, *(char *const *)at);
+        int c = mg_str_compare(value, *(char *const *)at);
         if (c == 0)
             return at;
         if (c < 0)
@@ -97,7 +86,7 @@ static char *mg_bridge_read_method_name(const mg_route_env_t *env, const mg_node
 static int mg_bridge_path_knows(void *arg, mg_str_t name)
 {
     const mg_route_env_t *env = arg;
-    if (name.len > MG_MSG_PREFIX_LEN && memcmp(name.base, MG_MSG_PREFIX, MG_MSG_PREFIX_LEN) == 0)
+    if (name.len > MG_BRIDGE_MSG_PREFIX_LEN && memcmp(name.base, MG_BRIDGE_MSG_PREFIX, MG_BRIDGE_MSG_PREFIX_LEN) == 0)
         return 1;
     return env->known != NULL && env->known(env->known_arg, name);
 }
@@ -106,15 +95,14 @@ static int mg_bridge_path_knows(void *arg, mg_str_t name)
 static void mg_bridge_add_msg_field(void *arg, mg_str_t name)
 {
     mg_route_t *r = arg;
-    if (name.len <= MG_MSG_PREFIX_LEN || memcmp(name.base, MG_MSG_PREFIX, MG_MSG_PREFIX_LEN) != 0)
+    if (name.len <= MG_BRIDGE_MSG_PREFIX_LEN || memcmp(name.base, MG_BRIDGE_MSG_PREFIX, MG_BRIDGE_MSG_PREFIX_LEN) != 0)
         return;
-    mg_str_t field = mg_str(name.base + MG_MSG_PREFIX_LEN, name.len - MG_MSG_PREFIX_LEN);
-    for (size_t i = 0; i != r->bridge.num_msg_fields; ++i) {
-        if (mg_bridge_compare(field, r->bridge.msg_fields[i]) == 0)
+    for (size_t i = 0; i != r->bridge.num_msg_vars; ++i) {
+        if (mg_str_compare(name, r->bridge.msg_vars[i]) == 0)
             return;
     }
-    r->bridge.msg_fields = mg_bridge_grow(r->bridge.msg_fields, r->bridge.num_msg_fields, sizeof(*r->bridge.msg_fields));
-    r->bridge.msg_fields[r->bridge.num_msg_fields++] = mg__copy(field.base, field.len);
+    r->bridge.msg_vars = mg_bridge_grow(r->bridge.msg_vars, r->bridge.num_msg_vars, sizeof(*r->bridge.msg_vars));
+    r->bridge.msg_vars[r->bridge.num_msg_vars++] = mg__copy(name.base, name.len);
 }
 
 static void mg_bridge_read_path(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *node)
@@ -300,5 +288,5 @@ void mg__bridge_free(mg_route_t *r)
     free(r->bridge.body_field);
     free(r->bridge.priority_from);
     mg_bridge_free_strings(r->bridge.priority_high, r->bridge.num_priority_high);
-    mg_bridge_free_strings(r->bridge.msg_fields, r->bridge.num_msg_fields);
+    mg_bridge_free_strings(r->bridge.msg_vars, r->bridge.num_msg_vars);
 }

@@ -107,23 +107,6 @@ static const mg_node_t *mg_route_names_claim(mg_route_names_t *t, const char *na
  */
 
 /* RFC 9110 5.6.2 tchar. */
-static int mg_is_tchar(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
-static int mg_is_token(const char *s, size_t len)
-{
-    if (len == 0)
-        return 0;
-    for (size_t i = 0; i != len; ++i) {
-        if (!mg_is_tchar(s[i]))
-            return 0;
-    }
-    return 1;
-}
-
 /* No control characters (CR, LF, NUL...) and none of `extra`. */
 static int mg_is_clean(const char *s, size_t len, const char *extra)
 {
@@ -213,22 +196,17 @@ static char *mg_route_header_name(mg_routes_builder_t *b, const mg_node_t *node)
     mg_str_t s;
     if (mg_read_str(node, &s, b->errs) != 0)
         return NULL;
-    for (size_t i = 0; i != s.len; ++i) {
-        if (!mg__is_tchar(s.base[i])) {
-            mg_errors_add(b->errs, node, "invalid header name '%.*s'", (int)s.len, s.base);
-            return NULL;
-        }
-    }
     if (s.len == 0) {
         mg_errors_add(b->errs, node, "the header name must not be empty");
         return NULL;
     }
-    char *name = malloc(s.len + 1);
-    if (name == NULL)
-        abort();
+    if (!mg__is_token(s.base, s.len)) {
+        mg_errors_add(b->errs, node, "invalid header name '%.*s'", (int)s.len, s.base);
+        return NULL;
+    }
+    char *name = mg__copy(s.base, s.len);
     for (size_t i = 0; i != s.len; ++i)
-        name[i] = (char)tolower((unsigned char)s.base[i]);
-    name[s.len] = '\0';
+        name[i] = (char)tolower((unsigned char)name[i]);
     return name;
 }
 
@@ -242,17 +220,14 @@ static void mg_route_read_order(mg_routes_builder_t *b, mg_route_t *r, const mg_
     mg_node_check_keys(node, mg_route_order_keys, b->errs);
     if ((key = mg_node_require(node, "key", b->errs)) != NULL)
         r->order.key = mg_route_template(b, r, key, MG_TARGET_HEADER);
-    if ((header = mg_node_get(node, "priority_header")) != NULL)
-        r->order.priority_header = mg_route_header_name(b, header);
+    if ((header = mg_node_get(node, "priority_header")) != NULL &&
+        (r->order.priority_header = mg_route_header_name(b, header)) != NULL)
+        r->order.priority_header_len = strlen(r->order.priority_header);
 }
 
 const mg_route_t *mg_route_order(const mg_route_t *leaf)
 {
-    for (const mg_route_t *r = leaf; r != NULL; r = r->parent) {
-        if (r->order.key != NULL)
-            return r;
-    }
-    return NULL;
+    return leaf->order_from;
 }
 
 int mg_order_is_high(mg_str_t value)
@@ -368,7 +343,7 @@ static void mg_route_read_bridge(mg_routes_builder_t *b, mg_route_t *r, const mg
  */
 static int mg_respond_header_name_ok(mg_routes_builder_t *b, const mg_node_t *key)
 {
-    if (!mg_is_token(key->u.scalar.str, key->u.scalar.len)) {
+    if (!mg__is_token(key->u.scalar.str, key->u.scalar.len)) {
         mg_errors_add(b->errs, key, "invalid header name (a token such as X-Reason: no spaces, ':', CR, LF or NUL)");
         return 0;
     }
@@ -486,6 +461,9 @@ static mg_route_t *mg_route_compile(mg_routes_builder_t *b, const mg_node_t *map
     mg_route_read_actions(b, r, map);
     mg_route_read_quota(b, r, map);
     mg_route_read_order(b, r, map);
+    /* resolved once here (children are compiled in read_terminal, after their parent's order):
+     * each ordered request then finds its order in one load */
+    r->order_from = r->order.key != NULL ? r : parent != NULL ? parent->order_from : NULL;
     mg_route_read_terminal(b, r, map);
     b->unsure -= unsure;
     return r;

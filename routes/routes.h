@@ -71,6 +71,10 @@ typedef enum mg_route_kind {
 
 /* One entry of a bridge's `method: {map: ...}`: the operation value a message names, and the
  * HTTP method its request uses. */
+/* The prefix of the variables a bridge binds to a message's fields: ${msg.<field>}. */
+#define MG_BRIDGE_MSG_PREFIX "msg."
+#define MG_BRIDGE_MSG_PREFIX_LEN (sizeof(MG_BRIDGE_MSG_PREFIX) - 1)
+
 typedef struct mg_bridge_method {
     char *value;
     char *method;
@@ -131,8 +135,10 @@ struct mg_route {
         char *priority_from;  /* NULL: every message has normal priority */
         char **priority_high; /* the values of priority_from that mean high */
         size_t num_priority_high;
-        char **msg_fields; /* the <field> names of the ${msg.<field>} the path uses, each once */
-        size_t num_msg_fields;
+        /* the variables ${msg.<field>} the path uses, each once, by their whole name ("msg.id"):
+         * the message's field is the name past MG_BRIDGE_MSG_PREFIX */
+        char **msg_vars;
+        size_t num_msg_vars;
     } bridge;
     struct {
         mg_quota_t limit;   /* limit.requests == 0: the route has no quota */
@@ -144,7 +150,9 @@ struct mg_route {
     struct {
         mg_template_t *key;    /* NULL: the route sets no ordering */
         char *priority_header; /* lower case; NULL: every request has normal priority */
+        size_t priority_header_len;
     } order;
+    const mg_route_t *order_from; /* the route whose `order` applies here (set at load), or NULL */
     mg_route_t **children;
     size_t num_children;
     const mg_route_t *parent;

@@ -109,6 +109,15 @@ int mg__is_tchar(char c)
            (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
 
+int mg__is_token(const char *s, size_t len)
+{
+    for (size_t i = 0; i != len; ++i) {
+        if (!mg__is_tchar(s[i]))
+            return 0;
+    }
+    return len != 0;
+}
+
 static int mg_name_is(mg_str_t name, const char *s)
 {
     return name.len == strlen(s) && memcmp(name.base, s, name.len) == 0;

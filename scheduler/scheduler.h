@@ -170,7 +170,6 @@ typedef struct mg_sched_stats {
     uint32_t waiting_high; /* of which high priority */
     uint32_t keys;         /* key states alive: keys with a running or waiting task */
     uint32_t ready;        /* keys and unordered tasks waiting for a slot */
-    uint64_t started;      /* tasks started so far (STARTED and RUN) */
     uint64_t timeouts;     /* tasks ended with MG_SCHED_TIMEOUT */
     uint64_t cancelled;    /* tasks ended with MG_SCHED_CANCELLED or by mg_sched_cancel */
 } mg_sched_stats_t;

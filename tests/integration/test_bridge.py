@@ -19,6 +19,7 @@ import pytest
 import websockets
 
 from support import free_port, gateway_config, wait_until
+from wsbackend import connect, run, wait_sessions
 
 
 class Bank(ThreadingHTTPServer):
@@ -120,14 +121,6 @@ def gw(start_gateway, bank):
     return g
 
 
-def run(coro, timeout=60):
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-def connect(url, **kw):
-    return websockets.connect(url, max_size=None, ping_interval=None, compression=None, open_timeout=20, **kw)
-
-
 async def answers(ws, n):
     return [json.loads(await asyncio.wait_for(ws.recv(), 10)) for _ in range(n)]
 
@@ -182,13 +175,14 @@ def test_bad_messages_get_400_and_the_session_stays_open(gw):
             await ws.send("[1, 2]")
             await ws.send(b"\x01\x02")
             await ws.send(msg(4, "explode"))  # no method for it, no default
+            await ws.send("")
             await ws.send(msg(5, "balance"))
-            return await answers(ws, 5)
+            return await answers(ws, 6)
 
     got = run(main())
-    assert [a["status"] for a in got] == [400, 400, 400, 400, 200]
+    assert [a["status"] for a in got] == [400, 400, 400, 400, 400, 200]
     assert "error" in got[0] and "id" not in got[0]
-    assert got[3]["id"] == 4 and got[4] == {"id": 5, "status": 200, "body": {"balance": 100}}
+    assert got[3]["id"] == 4 and got[5] == {"id": 5, "status": 200, "body": {"balance": 100}}
 
 
 def test_a_message_too_big_gets_400_and_the_session_stays_open(start_gateway, bank):
@@ -261,7 +255,7 @@ def test_backend_bodies_and_headers(gw, bank):
 
 def test_route_actions_reach_the_backend_and_reload_keeps_the_session(start_gateway, bank):
     port = free_port()
-    conf = bridge_config(port, bank.url, tenants={"identify": [{"header": "X-Tenant"}]})
+    conf = bridge_config(port, bank.url, free_port(), tenants={"identify": [{"header": "X-Tenant"}]})
     conf["routes"][0]["actions"] = [{"set_header": {"X-Tenant-Seen": "${tenant}"}}, {"remove_header": "X-Secret"}]
     g = start_gateway(conf)
 
@@ -269,6 +263,9 @@ def test_route_actions_reach_the_backend_and_reload_keeps_the_session(start_gate
         async with connect(f"ws://127.0.0.1:{port}/sockets/act", extra_headers={"X-Tenant": "acme", "X-Secret": "s"}) as ws:
             await ws.send(msg(1, "balance"))
             first = await answers(ws, 1)
+            listed = wait_sessions(g, 1, "?tenant=acme&route=bank-socket")
+            assert [(x["tenant"], x["route"]) for x in listed] == [("acme", "bank-socket")]
+            assert json.loads(g.admin_request("GET", "/sessions?tenant=other")[2])["sessions"] == []
             g.reload()
             await ws.send(msg(2, "deposit", payload={"amount": 5}))
             return first + await answers(ws, 1)
@@ -300,6 +297,26 @@ def test_backend_down_and_slow(start_gateway, bank):
     assert got["status"] == 504 and got["id"] == 2
 
 
+def test_a_write_pinned_to_the_primary_is_not_retried_elsewhere(start_gateway, bank):
+    """primary_for_writes: a bridged PUT goes to the primary only, even when it is down and a
+    GET would move on to the next server."""
+    port, dead = free_port(), f"http://127.0.0.1:{free_port()}"
+    conf = bridge_config(port, bank.url, bridge={"method": {"from": "type", "map": {"balance": "GET", "deposit": "PUT"}}})
+    conf["backends"]["bank"] = {"servers": [dead, bank.url], "balance": "primary_for_writes", "primary": dead,
+                                "retries": 1, "connect_timeout": "1s"}
+    start_gateway(conf)
+
+    async def main():
+        async with connect(f"ws://127.0.0.1:{port}/sockets/pinned") as ws:
+            await ws.send(msg(1, "deposit", payload={"amount": 5}))
+            await ws.send(msg(2, "balance"))
+            return await answers(ws, 2)
+
+    got = run(main())
+    assert [a["status"] for a in got] == [502, 200], got
+    assert [c[1] for c in bank.calls if c[0] == "pinned"] == ["balance"], "the PUT never reached another server"
+
+
 def test_each_message_counts_against_the_tenant_quota(start_gateway, bank):
     port = free_port()
     conf = bridge_config(port, bank.url, tenants={
@@ -321,8 +338,7 @@ def test_each_message_counts_against_the_tenant_quota(start_gateway, bank):
 def test_admin_send_and_drain_on_a_bridge_session(gw):
     async def main():
         async with connect(f"{gw.url}/sockets/drain") as ws:
-            listed = json.loads(gw.admin_request("GET", "/sessions?route=bank-socket")[2])["sessions"]
-            assert len(listed) == 1
+            listed = wait_sessions(gw, 1, "?route=bank-socket")
             sid = listed[0]["id"]
             assert gw.admin_request("POST", f"/sessions/{sid}/send", body=b'{"notice": 1}')[0] == 202
             assert json.loads(await asyncio.wait_for(ws.recv(), 5)) == {"notice": 1}
@@ -371,7 +387,7 @@ def test_ten_thousand_idle_sessions_within_memory_bounds(start_gateway, bank):
             conns += await asyncio.gather(*(connect(f"ws://127.0.0.1:{port}/sockets/idle{i}")
                                             for i in range(start, start + 500)))
         time.sleep(0.5)
-        listed = json.loads(g.admin_request("GET", "/sessions", timeout=30)[2])["sessions"]
+        listed = wait_sessions(g, n, timeout=30)
         rss = g.rss_kib()
         await conns[-1].send(msg(1, "balance"))
         answer = json.loads(await asyncio.wait_for(conns[-1].recv(), 10))

@@ -18,7 +18,7 @@ import pytest
 import websockets
 
 from support import free_port, gateway_config, wait_until
-from wsbackend import WsBackend
+from wsbackend import WsBackend, connect, newest_session, run, wait_sessions
 
 
 @pytest.fixture
@@ -48,14 +48,6 @@ def gw(start_gateway, wsb):
     g = start_gateway(ws_config(port, wsb, admin))
     g.url = f"ws://127.0.0.1:{port}"
     return g
-
-
-def run(coro, timeout=30):
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-def connect(url, **kw):
-    return websockets.connect(url, max_size=None, ping_interval=None, compression=None, open_timeout=10, **kw)
 
 
 def sessions(g, query=""):
@@ -247,8 +239,7 @@ def test_unmasked_client_frame_is_a_protocol_error(gw):
 def test_sessions_listed_and_sent_to(gw):
     async def main():
         async with connect(gw.url + "/ws/echo") as a, connect(gw.url + "/ws/echo") as b:
-            listed = sessions(gw)
-            assert len(listed) == 2
+            listed = wait_sessions(gw, 2)
             assert gw.metrics()["matchgate_websocket_sessions"] == 2
             assert {s["route"] for s in listed} == {"sockets"}
             assert all(s["peer"] == "127.0.0.1" and s["queued"] == 0 and s["since"].endswith("Z") for s in listed)
@@ -275,7 +266,7 @@ def test_admin_messages_arrive_between_backend_messages(gw):
     async def main():
         async with connect(gw.url + "/ws/push/3000") as ws:
             await asyncio.sleep(0.05)
-            sid = sessions(gw)[0]["id"]
+            sid = newest_session(gw)
             for i in range(20):
                 gw.admin_request("POST", f"/sessions/{sid}/send", body=f"admin {i}".encode())
             got = []
@@ -298,15 +289,15 @@ def test_admin_close_abort_and_drain(gw):
 
     async def main():
         async with connect(gw.url + "/ws/echo") as ws:
-            sid = sessions(gw)[0]["id"]
+            sid = newest_session(gw)
             assert gw.admin_request("POST", f"/sessions/{sid}/close")[0] == 202
             assert await closed_code(ws) == 1000
         async with connect(gw.url + "/ws/echo") as ws:
-            sid = sessions(gw)[0]["id"]
+            sid = newest_session(gw, after=sid)
             assert gw.admin_request("POST", f"/sessions/{sid}/abort")[0] == 202
             assert await closed_code(ws) is None  # no close frame: the connection just ends
         async with connect(gw.url + "/ws/echo") as ws:
-            sid = sessions(gw)[0]["id"]
+            sid = newest_session(gw, after=sid)
             for i in range(5):
                 gw.admin_request("POST", f"/sessions/{sid}/send", body=f"queued {i}".encode())
             assert gw.admin_request("POST", f"/sessions/{sid}/drain")[0] == 202
@@ -324,7 +315,7 @@ def test_high_priority_send_jumps_queued_messages(gw):
     """A client that does not read lets the queue build up in the gateway; the high message
     then arrives before the normal ones still queued."""
     with raw_upgrade(int(gw.url.rsplit(":", 1)[1]), rcvbuf=4096) as s:
-        sid = sessions(gw)[0]["id"]
+        sid = newest_session(gw)
         filler = b"f" * 60000
         for _ in range(200):  # 12 MB: more than the socket buffers hold
             gw.admin_request("POST", f"/sessions/{sid}/send", body=filler)
@@ -340,7 +331,7 @@ def test_slow_client_is_closed_with_1008_beyond_max_queued(start_gateway, wsb):
     port, admin = free_port(), free_port()
     g = start_gateway(ws_config(port, wsb, admin, websocket={"max_queued_messages": 4}))
     with raw_upgrade(port, rcvbuf=4096):
-        sid = sessions(g)[0]["id"]
+        sid = newest_session(g)
         for _ in range(200):
             if g.admin_request("POST", f"/sessions/{sid}/send", body=b"s" * 60000)[0] == 404:
                 break
@@ -457,7 +448,7 @@ def test_gateway_frames_wait_for_the_end_of_the_frame_in_progress(start_gateway)
     with raw_upgrade(port, "/x") as s:
         assert sent_half.wait(5)
         assert wait_until(lambda: len(sessions(g)) == 1, 5)
-        assert g.admin_request("POST", f"/sessions/{sessions(g)[0]['id']}/send", body=b"HELLO")[0] == 202
+        assert g.admin_request("POST", f"/sessions/{newest_session(g)}/send", body=b"HELLO")[0] == 202
         time.sleep(0.3)
         go_on.set()
         assert read_frame(s) == (2, b"A" * 500 + b"B" * 500)

@@ -9,9 +9,45 @@ close code the backend saw from the client.
 
 import asyncio
 import http
+import json
 import threading
+import time
 
 import websockets
+
+
+def run(coro, timeout=60):
+    """Runs a client coroutine to its end, within `timeout` seconds."""
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def connect(url, **kw):
+    """A python3-websockets client as the tests want it: no size limit, no pings of its own, no
+    compression (so frames through a tunnel are what was sent)."""
+    return websockets.connect(url, max_size=None, ping_interval=None, compression=None, open_timeout=20, **kw)
+
+
+def wait_sessions(g, n, query="", timeout=5):
+    """GET /sessions until it lists n sessions, and returns them: a session registers once its
+    101 has been written, which may be a moment after the client has read it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        listed = json.loads(g.admin_request("GET", "/sessions" + query, timeout=30)[2])["sessions"]
+        if len(listed) == n or time.monotonic() > deadline:
+            assert len(listed) == n, listed
+            return listed
+        time.sleep(0.02)
+
+
+def newest_session(g, after=0, timeout=5):
+    """The id of a session newer than `after`, once registered."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ids = [s["id"] for s in json.loads(g.admin_request("GET", "/sessions")[2])["sessions"] if s["id"] > after]
+        if ids:
+            return max(ids)
+        assert time.monotonic() < deadline, f"no session after {after}"
+        time.sleep(0.02)
 
 
 class WsBackend:

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "gateway/ws.h"
+#include "ws-io.h"
 
 #define MAX_FRAME (1u << 20)
 #define RBUF_MAX (MAX_FRAME + MG_WS_HEADER_MAX)
@@ -76,42 +77,13 @@ static void conn_free(conn_t *c)
 
 static int wbuf_add(conn_t *c, const void *p, size_t n)
 {
-    if (c->wlen + n > WBUF_MAX)
-        return -1;
-    if (c->wlen + n > c->wcap) {
-        size_t cap = c->wcap ? c->wcap : 4096;
-        while (cap < c->wlen + n)
-            cap *= 2;
-        uint8_t *b = realloc(c->wbuf, cap);
-        if (b == NULL)
-            return -1;
-        c->wbuf = b;
-        c->wcap = cap;
-    }
-    memcpy(c->wbuf + c->wlen, p, n);
-    c->wlen += n;
-    return 0;
+    return ws_buf_add(&c->wbuf, &c->wlen, &c->wcap, WBUF_MAX, p, n);
 }
 
 /* Writes what it can: 0, or -1 when the connection is gone. */
 static int flush(conn_t *c)
 {
-    size_t off = 0;
-    while (off < c->wlen) {
-        ssize_t w = write(c->fd, c->wbuf + off, c->wlen - off);
-        if (w > 0) {
-            off += (size_t)w;
-            continue;
-        }
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
-        return -1;
-    }
-    memmove(c->wbuf, c->wbuf + off, c->wlen - off);
-    c->wlen -= off;
-    return 0;
+    return ws_buf_flush(c->fd, c->wbuf, &c->wlen);
 }
 
 static void update_events(conn_t *c)

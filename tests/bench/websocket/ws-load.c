@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "gateway/ws.h"
+#include "ws-io.h"
 
 #define MAX_CONNS 100000
 #define MAX_DEPTH 1024
@@ -137,21 +138,7 @@ static double quantile(double q)
 
 static int wbuf_add(conn_t *c, const void *p, size_t n)
 {
-    if (c->wlen + n > c->wcap) {
-        size_t cap = c->wcap ? c->wcap : 4096;
-        while (cap < c->wlen + n)
-            cap *= 2;
-        if (cap > 64u << 20)
-            return -1;
-        uint8_t *b = realloc(c->wbuf, cap);
-        if (b == NULL)
-            return -1;
-        c->wbuf = b;
-        c->wcap = cap;
-    }
-    memcpy(c->wbuf + c->wlen, p, n);
-    c->wlen += n;
-    return 0;
+    return ws_buf_add(&c->wbuf, &c->wlen, &c->wcap, (size_t)64 << 20, p, n);
 }
 
 static void set_events(conn_t *c, uint32_t ev)
@@ -179,21 +166,8 @@ static void kill_conn(conn_t *c, int is_error)
 
 static int flush(conn_t *c)
 {
-    size_t off = 0;
-    while (off < c->wlen) {
-        ssize_t w = write(c->fd, c->wbuf + off, c->wlen - off);
-        if (w > 0) {
-            off += (size_t)w;
-            continue;
-        }
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
+    if (ws_buf_flush(c->fd, c->wbuf, &c->wlen) < 0)
         return -1;
-    }
-    memmove(c->wbuf, c->wbuf + off, c->wlen - off);
-    c->wlen -= off;
     set_events(c, EPOLLIN | (c->wlen ? EPOLLOUT : 0));
     return 0;
 }

@@ -76,7 +76,7 @@ Test(bridge, config_md_example)
     cr_expect_str_eq(r->bridge.method_default, "POST");
     cr_expect_str_eq(r->bridge.body_field, "payload");
     cr_expect_str_eq(r->bridge.priority_from, "priority");
-    cr_expect_eq(r->bridge.num_msg_fields, 0);
+    cr_expect_eq(r->bridge.num_msg_vars, 0);
 
     static const char *const sorted[][2] = {{"add", "POST"}, {"delete", "DELETE"}, {"get", "GET"}, {"update", "PUT"}};
     cr_assert_eq(r->bridge.num_methods, 4);
@@ -181,9 +181,9 @@ Test(bridge, msg_fields_collected_once)
                                   "      path: \"/${tenant}/${room}/${msg.kind}/${msg.id}/${msg.kind}\"\n"
                                   "      method: POST\n");
     const mg_route_t *r = routes->routes[0];
-    cr_assert_eq(r->bridge.num_msg_fields, 2);
-    cr_expect_str_eq(r->bridge.msg_fields[0], "kind");
-    cr_expect_str_eq(r->bridge.msg_fields[1], "id");
+    cr_assert_eq(r->bridge.num_msg_vars, 2);
+    cr_expect_str_eq(r->bridge.msg_vars[0], "msg.kind");
+    cr_expect_str_eq(r->bridge.msg_vars[1], "msg.id");
     /* The gateway binds each field as the variable "msg.<field>", a plain value. */
     expect_path(r, (const char *const[]){"room", "lobby", "msg.kind", "note", "msg.id", "7", NULL}, "/acme/lobby/note/7/note");
     mg_routes_free(routes);
@@ -195,8 +195,8 @@ Test(bridge, path_with_message_fields_expands)
                                   "  - name: p\n"
                                   "    bridge: {backend: api, method: POST, path: \"/${tenant}/items/${msg.id}\"}\n");
     const mg_route_t *r = routes->routes[0];
-    cr_assert_eq(r->bridge.num_msg_fields, 1);
-    cr_expect_str_eq(r->bridge.msg_fields[0], "id");
+    cr_assert_eq(r->bridge.num_msg_vars, 1);
+    cr_expect_str_eq(r->bridge.msg_vars[0], "msg.id");
     expect_path(r, (const char *const[]){"msg.id", "a b?", NULL}, "/acme/items/a%20b%3F");
     expect_path(r, (const char *const[]){NULL}, "/acme/items/");
     mg_routes_free(routes);
