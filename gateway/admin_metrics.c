@@ -115,14 +115,14 @@ static void put_wait_histogram(FILE *out, const mg_backend_conf_t *b)
 /* One backend's figures, read once per scrape: mg_sched_stats takes every lock of the scheduler,
  * which the workers take too. */
 typedef struct backend_figures {
-    uint64_t depth, in_flight, timeouts;
+    uint64_t depth, in_flight, timeouts, share_refused;
 } backend_figures_t;
 
 static backend_figures_t backend_figures(mg_backend_sched_t *bs)
 {
     mg_sched_stats_t st;
     mg_sched_stats(bs->sched, &st);
-    return (backend_figures_t){st.waiting, atomic_load_explicit(&bs->running, memory_order_relaxed), st.timeouts};
+    return (backend_figures_t){st.waiting, atomic_load_explicit(&bs->running, memory_order_relaxed), st.timeouts, st.share_refused};
 }
 
 typedef struct backend_metric {
@@ -136,6 +136,9 @@ static const backend_metric_t backend_metrics[] = {
      offsetof(backend_figures_t, in_flight)},
     {"matchgate_backend_queue_timeouts_total", "counter", "Requests that waited queue_timeout and got 503.",
      offsetof(backend_figures_t, timeouts)},
+    {"matchgate_backend_queue_share_refused_total", "counter",
+     "Requests and bridged messages refused (503 queue-full) because their ordering key or client held max_queued_per_key.",
+     offsetof(backend_figures_t, share_refused)},
 };
 
 /* Per backend of the configuration in use: its scheduler's figures. */

@@ -1,7 +1,7 @@
 /*
  * The `backends:` section of the configuration file: each backend's servers (URLs and
  * weights, expanded into a smooth weighted round-robin schedule), balance, primary, timeouts
- * and retries, and what its scheduler gets: max_in_flight and queue_timeout.
+ * and retries, and what its scheduler gets: max_in_flight, queue_timeout and max_queued_per_key.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -241,8 +241,8 @@ static void parse_primary(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
 
 static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *key, const mg_node_t *map)
 {
-    static const char *const keys[] = {"servers",       "balance",       "primary", "connect_timeout", "timeout", "retries",
-                                       "max_in_flight", "queue_timeout", NULL};
+    static const char *const keys[] = {"servers", "balance",       "primary",       "connect_timeout",    "timeout",
+                                       "retries", "max_in_flight", "queue_timeout", "max_queued_per_key", NULL};
 
     /* Named even when invalid, so that routes using it do not add "unknown backend" noise. */
     backend->name = mg__config_copy_str(cl, key, key->u.scalar.str);
@@ -251,6 +251,7 @@ static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
     backend->retries = 1;
     backend->max_in_flight = 0;
     backend->queue_timeout_ms = 5000;
+    backend->max_queued_per_key = 100;
     if (key->u.scalar.len == 0)
         mg_errors_add(cl->errs, key, "backend names must not be empty");
     if (mg_node_expect(map, MG_NODE_MAPPING, cl->errs) != 0)
@@ -264,6 +265,7 @@ static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
     mg__config_read_uint(cl, map, "retries", 0, MG_MAX_RETRIES, &backend->retries);
     mg__config_read_uint(cl, map, "max_in_flight", 0, MG_MAX_IN_FLIGHT, &backend->max_in_flight);
     mg__config_read_duration(cl, map, "queue_timeout", 1, &backend->queue_timeout_ms);
+    mg__config_read_uint(cl, map, "max_queued_per_key", 0, MG_MAX_IN_FLIGHT, &backend->max_queued_per_key);
 }
 
 void mg__config_parse_backends(mg_config_loader_t *cl, const mg_node_t *root)

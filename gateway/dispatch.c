@@ -9,7 +9,7 @@
  *   submit -> STARTED: the backend request is sent at once;
  *          -> QUEUED: the job waits; a callback comes through the worker's receiver:
  *             RUN -> send it; TIMEOUT -> 503 queue-timeout + Retry-After; CANCELLED -> 503;
- *          -> refused (FULL, DRAINING, NOMEM): 503 queue-full.
+ *          -> refused (FULL, KEY_FULL, GROUP_FULL, DRAINING, NOMEM): 503 queue-full + Retry-After.
  * The job is completed (its slot and its key's turn passed on) as soon as the backend transfer
  * is over: the backend has answered in full (the client may still be reading it), or the
  * transfer failed or was cancelled (forward.c calls mg_dispatch_complete). A client that reads
@@ -22,6 +22,12 @@
  * progress, so a waiting request holds its connection's reading by itself; HTTP/2 connections
  * are bounded by limits.max_http2_streams. Waiting is bounded per backend by QUEUE_MAX: beyond
  * it requests are refused with 503 queue-full (QUEUED_FULL is not used).
+ *
+ * Fair shares (max_queued_per_key): so that one client cannot take the whole QUEUE_MAX, the
+ * scheduler refuses a turn that must wait while max_queued_per_key turns of its ordering key
+ * wait (KEY_FULL: an order key, a bridge session), or of its client (GROUP_FULL: the tenant,
+ * else the client connection: mg_turn_client). The scheduler counts both exactly while the
+ * turn waits, so no count here can drift: a turn leaves the counts whatever ends its wait.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,8 +57,11 @@ static void post(void *ctx, mg_sched_task_t *task)
 
 static mg_sched_config_t sched_config_of(const mg_backend_conf_t *b)
 {
-    return (mg_sched_config_t){
-        .max_in_flight = b->max_in_flight, .queue_timeout_us = b->queue_timeout_ms * 1000, .queue_max = QUEUE_MAX};
+    return (mg_sched_config_t){.max_in_flight = b->max_in_flight,
+                               .queue_timeout_us = b->queue_timeout_ms * 1000,
+                               .queue_max = QUEUE_MAX,
+                               .key_queue_max = b->max_queued_per_key,
+                               .group_queue_max = b->max_queued_per_key};
 }
 
 static mg_backend_sched_t *find_sched(mg_gateway_t *gw, const char *name)
@@ -94,6 +103,7 @@ int mg_dispatch_bind(mg_gateway_t *gw, mg_config_t *conf)
         mg_sched_config_t cfg = sched_config_of(b);
         b->sched = find_sched(gw, b->name);
         mg_sched_configure(b->sched->sched, &cfg); /* waiting requests stay, in order */
+        atomic_store_explicit(&b->sched->share, b->max_queued_per_key, memory_order_relaxed);
     }
     return 0;
 }
@@ -186,15 +196,16 @@ static void count_wait(mg_backend_sched_t *bs, uint64_t waited_us)
     atomic_fetch_add_explicit(&bs->wait_count, 1, memory_order_relaxed);
 }
 
-mg_sched_result_t mg_turn_submit(mg_turn_t *t, mg_worker_t *w, mg_backend_sched_t *bs, mg_str_t key, mg_sched_priority_t priority,
-                                 mg_sched_run_cb cb)
+mg_sched_result_t mg_turn_submit(mg_turn_t *t, mg_worker_t *w, mg_backend_sched_t *bs, mg_str_t key, mg_str_t client,
+                                 mg_sched_priority_t priority, mg_sched_run_cb cb)
 {
+    mg_sched_names_t names = {key.base, key.len, client.base, client.len};
     w->jobs++;
     t->bs = bs;
     t->running = 0;
     t->submitted_us = mg_sched_now_us();
     mg_sched_task_init(&t->task, cb, w);
-    mg_sched_result_t res = mg_sched_submit(bs->sched, &t->task, key.base, key.len, priority, t->submitted_us);
+    mg_sched_result_t res = mg_sched_submit_group(bs->sched, &t->task, &names, priority, t->submitted_us);
     if (res == MG_SCHED_QUEUED || res == MG_SCHED_QUEUED_FULL)
         arm_expiry(w, bs);
     return res;
@@ -223,6 +234,37 @@ int mg_turn_cancel(mg_turn_t *t)
 void mg_turn_finished(mg_worker_t *w)
 {
     w->jobs--;
+}
+
+/* The tenant when there is one: it is whom the fair share is for. Otherwise the connection, not
+ * the address: behind a NAT or a load balancer many clients share an address, never a connection
+ * (docs/configuration.md, "Fair shares of the queue"). */
+mg_str_t mg_turn_client(char *buf, mg_str_t tenant, uint64_t conn_id)
+{
+    int n = 0;
+    if (tenant.len != 0)
+        n = snprintf(buf, MG_TURN_CLIENT_LEN, "t:%.*s", (int)tenant.len, tenant.base);
+    else if (conn_id != 0)
+        n = snprintf(buf, MG_TURN_CLIENT_LEN, "c:%llu", (unsigned long long)conn_id);
+    return mg_str(buf, n <= 0 ? 0 : n < MG_TURN_CLIENT_LEN ? (size_t)n : MG_TURN_CLIENT_LEN - 1);
+}
+
+const char *mg_turn_refusal(mg_sched_result_t res, int bridged)
+{
+    switch (res) {
+    case MG_SCHED_KEY_FULL:
+        return bridged ? "the session has max_queued_per_key messages waiting for the backend"
+                       : "the request's ordering key has max_queued_per_key requests waiting for the backend";
+    case MG_SCHED_GROUP_FULL:
+        return bridged ? "the tenant has max_queued_per_key requests waiting for the backend"
+                       : "the request's tenant (or connection) has max_queued_per_key requests waiting for the backend";
+    case MG_SCHED_FULL:
+        return "too many requests wait for the backend";
+    case MG_SCHED_DRAINING:
+        return "the ordering key is being drained";
+    default:
+        return "no memory to queue the request";
+    }
 }
 
 static void job_free(mg_job_t *job, mg_worker_t *w)
@@ -326,9 +368,11 @@ static int order_of(mg_request_t *r, const mg_ctx_t *ctx, mg_str_t *key, mg_sche
 void mg_dispatch_forward(mg_request_t *r, const mg_ctx_t *ctx)
 {
     mg_backend_conf_t *b = r->route->forward.backend;
-    mg_str_t key;
+    mg_str_t key, client;
     mg_sched_priority_t priority;
+    mg_sched_result_t res;
     mg_job_t *job;
+    char client_buf[MG_TURN_CLIENT_LEN];
 
     if (b->sched == NULL) { /* not bound (unit tests of the handler): no scheduling */
         mg_forward_start(r);
@@ -343,7 +387,8 @@ void mg_dispatch_forward(mg_request_t *r, const mg_ctx_t *ctx)
         return;
     }
     job->r = r;
-    switch (mg_turn_submit(&job->turn, r->worker, b->sched, key, priority, on_run)) {
+    client = mg_turn_client(client_buf, r->tenant, r->req->conn->id);
+    switch (res = mg_turn_submit(&job->turn, r->worker, b->sched, key, client, priority, on_run)) {
     case MG_SCHED_STARTED:
         r->job = job;
         job_start(job);
@@ -355,7 +400,8 @@ void mg_dispatch_forward(mg_request_t *r, const mg_ctx_t *ctx)
         break;
     default:
         job_free(job, r->worker);
-        mg_request_send_error(r, 503, "queue-full", "too many requests wait for the backend");
+        /* by queue_timeout everything now waiting has left the queue (started or timed out) */
+        mg_request_send_retry(r, 503, "queue-full", mg_turn_refusal(res, 0), b->queue_timeout_ms * 1000);
         break;
     }
 }

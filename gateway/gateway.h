@@ -49,6 +49,7 @@ typedef struct mg_backend_conf {
     unsigned retries;
     unsigned max_in_flight;         /* requests at the backend at once, all workers together; 0: unlimited */
     uint64_t queue_timeout_ms;      /* longest wait in the scheduler before a 503 queue-timeout */
+    unsigned max_queued_per_key;    /* waiting requests of one ordering key, session or client; 0: no share */
     struct mg_backend_sched *sched; /* the backend's scheduler, owned by the gateway (dispatch.c); NULL in tests */
     atomic_size_t next;             /* round-robin cursor shared by all workers */
 } mg_backend_conf_t;

@@ -265,6 +265,7 @@ typedef struct mg_backend_sched {
     atomic_uint_fast64_t wait_buckets[MG_WAIT_BUCKETS]; /* started requests by time waited (not cumulative) */
     atomic_uint_fast64_t wait_count, wait_sum_us;
     atomic_uint_fast64_t running; /* requests sent (started) and not yet completed */
+    atomic_uint share;            /* max_queued_per_key of the configuration in use (a bridge's read bound) */
 } mg_backend_sched_t;
 
 struct mg_gateway {
@@ -388,12 +389,22 @@ typedef struct mg_turn {
     int running; /* started and counted in bs->running */
 } mg_turn_t;
 
-mg_sched_result_t mg_turn_submit(mg_turn_t *t, mg_worker_t *w, mg_backend_sched_t *bs, mg_str_t key, mg_sched_priority_t priority,
-                                 mg_sched_run_cb cb);
+/* `key` orders the turn (empty: unordered); `client` is who it counts against in the backend's
+ * fair share of waiting (mg_turn_client; empty: no one). */
+mg_sched_result_t mg_turn_submit(mg_turn_t *t, mg_worker_t *w, mg_backend_sched_t *bs, mg_str_t key, mg_str_t client,
+                                 mg_sched_priority_t priority, mg_sched_run_cb cb);
 void mg_turn_started(mg_turn_t *t);
 void mg_turn_complete(mg_turn_t *t);
 int mg_turn_cancel(mg_turn_t *t);
 void mg_turn_finished(mg_worker_t *w);
+/* The client a turn counts against in its backend's queue (max_queued_per_key): "t:<tenant>" when
+ * the tenant is known, else "c:<conn_id>" (the client connection; 0: none, an empty result).
+ * Written into `buf`, MG_TURN_CLIENT_LEN bytes. */
+#define MG_TURN_CLIENT_LEN (MG_TENANT_MAX_LEN + 24)
+mg_str_t mg_turn_client(char *buf, mg_str_t tenant, uint64_t conn_id);
+/* Why a turn was refused (FULL, KEY_FULL, GROUP_FULL, DRAINING, NOMEM), for a 503 queue-full: of a
+ * request, or (`bridged`) of a bridged message, whose ordering key is its session. */
+const char *mg_turn_refusal(mg_sched_result_t res, int bridged);
 
 /* A worker's receiver for scheduler deliveries (after its queue exists), and its timers' end. */
 void mg_dispatch_worker_init(mg_worker_t *w);

@@ -14,9 +14,12 @@
  * is sent in sequence, it only skips the backend.
  *
  * Bounds. Messages are at most websocket.max_message_size. When max_queued_messages messages
- * of a session wait for their turn the gateway stops reading the client until one finishes
- * (backpressure); when that many answers and admin messages wait for a client that does not
- * read, the client is closed with 1008.
+ * of a session wait for their turn or run (or the backend's max_queued_per_key, when that is
+ * fewer) the gateway stops reading the client until one finishes (backpressure):
+ * a session that pipelines is slowed down, never refused for its own share. Its tenant's share
+ * is shared with the tenant's other sessions and requests: a message over it gets a 503 frame
+ * with retry_after, and the session stays open. When max_queued_messages answers and admin
+ * messages wait for a client that does not read, the client is closed with 1008.
  *
  * Life. UPGRADING (the 101 is being written) -> OPEN -> CLOSING (the gateway sent a close
  * frame: admin close or drain, shutdown, idle timeout, a protocol error; or it answered the
@@ -132,7 +135,7 @@ static void answer_error(bridge_t *b, const call_t *c, int status, const char *e
 {
     json_t *frame = frame_of(c, status);
     json_object_set_new(frame, "error", json_string(error));
-    if (status == 429)
+    if (c->retry_after_us != 0) /* throttled (429), or over a share of the backend's queue (503) */
         json_object_set_new(frame, "retry_after", json_integer((json_int_t)((c->retry_after_us + 999999) / 1000000)));
     send_json(b, frame);
 }
@@ -344,6 +347,29 @@ static mg_sched_priority_t priority_of(const bridge_t *b, json_t *msg)
     return MG_SCHED_NORMAL;
 }
 
+/* Gives the call its turn under the session's key; the session's tenant is the client whose share
+ * of the backend's queue it counts against (without one, the session's own share bounds it). */
+static void submit_call(bridge_t *b, call_t *c, mg_sched_priority_t priority)
+{
+    char client_buf[MG_TURN_CLIENT_LEN];
+    mg_str_t client = mg_turn_client(client_buf, b->ctx.tenant, 0);
+    mg_sched_result_t res =
+        mg_turn_submit(&c->turn, b->w, b->backend->sched, mg_str(b->key, strlen(b->key)), client, priority, on_turn);
+    switch (res) {
+    case MG_SCHED_STARTED:
+        run_call(b, c);
+        break;
+    case MG_SCHED_QUEUED:
+    case MG_SCHED_QUEUED_FULL:
+        break;
+    default:
+        c->retry_after_us = b->backend->queue_timeout_ms * 1000; /* everything now waiting has left by then */
+        answer_error(b, c, 503, mg_turn_refusal(res, 1));
+        call_end(b, c);
+        break;
+    }
+}
+
 static call_t *call_new(bridge_t *b)
 {
     call_t *c = calloc(1, sizeof(*c));
@@ -389,18 +415,7 @@ static void on_message(bridge_t *b, const char *refused, mg_str_t raw)
     h2o_linklist_insert(&b->calls, &c->link);
     b->num_calls++;
     update_queued(b);
-    switch (mg_turn_submit(&c->turn, b->w, b->backend->sched, mg_str(b->key, strlen(b->key)), priority, on_turn)) {
-    case MG_SCHED_STARTED:
-        run_call(b, c);
-        break;
-    case MG_SCHED_QUEUED:
-    case MG_SCHED_QUEUED_FULL:
-        break;
-    default:
-        answer_error(b, c, 503, "too many requests wait for the backend");
-        call_end(b, c);
-        break;
-    }
+    submit_call(b, c, priority);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -525,6 +540,17 @@ static void write_out(bridge_t *b)
     h2o_socket_write(b->sock, bufs, n, on_write);
 }
 
+/* The session's messages that may wait or run before reading pauses: max_queued_messages, but no
+ * more than the backend's share of its queue (read live: a reload may change it), so that the
+ * scheduler never has to refuse one for the session's own share. (All of them may be waiting:
+ * the session's key waits for a slot too.) */
+static size_t calls_bound(const bridge_t *b)
+{
+    size_t bound = b->conf->websocket.max_queued_messages;
+    unsigned share = atomic_load_explicit(&b->backend->sched->share, memory_order_relaxed);
+    return share != 0 && share < bound ? share : bound;
+}
+
 /* Reads while the session is open (not draining) and its waiting messages are under the bound,
  * and while closing until the client's close frame comes. */
 static int wants_input(const bridge_t *b)
@@ -533,7 +559,7 @@ static int wants_input(const bridge_t *b)
         return 0;
     if (b->state == CLOSING)
         return !b->peer_closed;
-    return b->state == OPEN && !b->drain && !b->overflow && b->num_calls < b->conf->websocket.max_queued_messages;
+    return b->state == OPEN && !b->drain && !b->overflow && b->num_calls < calls_bound(b);
 }
 
 static void set_reading(bridge_t *b)

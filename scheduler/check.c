@@ -1,6 +1,6 @@
 /*
  * mg__sched_check: walks a scheduler under all its locks and verifies the invariants that
- * sched.c states (I1-I4) and the bookkeeping behind them. For tests and debugging; a stress
+ * sched.c states (I1-I4) and the bookkeeping behind them (and the groups': G1). For tests and debugging; a stress
  * test may call it between phases.
  */
 #include <stdarg.h>
@@ -54,6 +54,8 @@ static int check_key(const mg_sched_t *s, const mg__sched_key_t *k, walk_t *w, c
     case MG__KEY_NONE:
         if (!k->running || k->running->mg__.key != k || in_ring)
             return fail(why, len, "key %.*s: neither running nor waiting for a slot, or in a ring", (int)k->len, k->name);
+        if (k->running->mg__.group)
+            return fail(why, len, "key %.*s: its running task is still counted in a group", (int)k->len, k->name);
         w->counted_keys += k->running->mg__.node.counted;
         return 0;
     case MG__KEY_IN_RING:
@@ -97,16 +99,16 @@ static int check_shard(const mg_sched_t *s, int i, walk_t *w, char *why, size_t 
 {
     const mg__shard_t *sh = &s->shards[i];
     uint32_t keys = 0;
-    for (uint32_t b = 0; b < sh->nbuckets; b++) {
-        for (const mg__sched_key_t *k = sh->buckets[b]; k; k = k->hnext, keys++) {
-            if ((k->hash & (sh->nbuckets - 1)) != b || k->shard != i || (int)(k->hash >> (64 - MG__SHARD_BITS)) != i)
+    for (uint32_t b = 0; b < sh->tab.nbuckets; b++) {
+        for (const mg__sched_key_t *k = sh->tab.buckets[b]; k; k = k->hnext, keys++) {
+            if ((k->hash & (sh->tab.nbuckets - 1)) != b || k->shard != i || (int)(k->hash >> (64 - MG__SHARD_BITS)) != i)
                 return fail(why, len, "key %.*s in the wrong bucket or shard", (int)k->len, k->name);
             if (check_key(s, k, w, why, len))
                 return -1;
         }
     }
-    if (keys != sh->nkeys)
-        return fail(why, len, "shard %d: %u keys in the table, %u counted", i, keys, sh->nkeys);
+    if (keys != sh->tab.nkeys)
+        return fail(why, len, "shard %d: %u keys in the table, %u counted", i, keys, sh->tab.nkeys);
     return check_fifo(&sh->fifo, sh->waiting, sh->waiting_high, 1, why, len);
 }
 
@@ -135,13 +137,78 @@ static int check_rings(const mg_sched_t *s, walk_t *w, char *why, size_t len)
     return 0;
 }
 
+/* ---- groups: each counts exactly its waiting tasks, and none is empty ------------------ */
+
+/* Every group of the tables, with `f` (-1 stops the walk). */
+static int each_group(mg_sched_t *s, int (*f)(mg_sched_t *, int, uint32_t, mg__sched_group_t *, char *, size_t), char *why,
+                      size_t len)
+{
+    for (int i = 0; i < MG__GROUP_SHARDS; i++) {
+        const mg__keytab_t *tab = &s->groups[i].tab;
+        uint32_t n = 0;
+        for (uint32_t b = 0; b < tab->nbuckets; b++)
+            for (mg__sched_group_t *g = tab->buckets[b]; g; g = g->hnext, n++)
+                if (f(s, i, b, g, why, len))
+                    return -1;
+        if (n != tab->nkeys)
+            return fail(why, len, "group shard %d: %u groups in the table, %u counted", i, n, tab->nkeys);
+    }
+    return 0;
+}
+
+/* Checks a group's place, and clears its tally (`turns`, which groups do not use). */
+static int group_place(mg_sched_t *s, int i, uint32_t b, mg__sched_group_t *g, char *why, size_t len)
+{
+    if ((g->hash & (s->groups[i].tab.nbuckets - 1)) != b || g->shard != i || mg__group_shard_index(g->hash) != i)
+        return fail(why, len, "group %.*s in the wrong bucket or shard", (int)g->len, g->name);
+    if (g->waiting == 0)
+        return fail(why, len, "group %.*s with nothing waiting", (int)g->len, g->name);
+    g->turns = 0;
+    return 0;
+}
+
+static int group_tally_matches(mg_sched_t *s, int i, uint32_t b, mg__sched_group_t *g, char *why, size_t len)
+{
+    (void)s, (void)i, (void)b;
+    if (g->turns != g->waiting)
+        return fail(why, len, "group %.*s: %u tasks wait in it, %u counted", (int)g->len, g->name, g->turns, g->waiting);
+    return 0;
+}
+
+/* Tallies the waiting tasks of a deadline list in their groups. */
+static int tally_fifo(mg_sched_t *s, const mg__link_t *fifo, char *why, size_t len)
+{
+    for (const mg__link_t *l = fifo->next; l != fifo; l = l->next) {
+        mg__sched_group_t *g = mg__task_of_fifo((mg__link_t *)l)->mg__.group;
+        if (!g)
+            continue;
+        if (mg__sched_keytab_find(&s->groups[g->shard].tab, g->name, g->len, g->hash) != g)
+            return fail(why, len, "a waiting task counted in a group that is not in its table");
+        g->turns++;
+    }
+    return 0;
+}
+
+static int check_groups(mg_sched_t *s, char *why, size_t len)
+{
+    if (each_group(s, group_place, why, len))
+        return -1;
+    for (int i = 0; i < MG__SHARDS; i++)
+        if (tally_fifo(s, &s->shards[i].fifo, why, len))
+            return -1;
+    if (tally_fifo(s, &s->fifo, why, len))
+        return -1;
+    return each_group(s, group_tally_matches, why, len);
+}
+
 static int check_locked(mg_sched_t *s, int quiet, char *why, size_t len)
 {
     walk_t w = {0};
     for (int i = 0; i < MG__SHARDS; i++)
         if (check_shard(s, i, &w, why, len))
             return -1;
-    if (check_rings(s, &w, why, len) || check_fifo(&s->fifo, s->uwaiting, s->uwaiting_high, 0, why, len))
+    if (check_rings(s, &w, why, len) || check_fifo(&s->fifo, s->uwaiting, s->uwaiting_high, 0, why, len) ||
+        check_groups(s, why, len))
         return -1;
     if (w.waiting + s->uwaiting != atomic_load(&s->waiting))
         return fail(why, len, "%llu tasks wait, %u counted", (unsigned long long)(w.waiting + s->uwaiting),
@@ -162,7 +229,9 @@ static int check_locked(mg_sched_t *s, int quiet, char *why, size_t len)
 int mg__sched_check(mg_sched_t *s, int quiet, char *why, size_t len)
 {
     mg__lock_all(s);
+    mg__lock_groups(s);
     int r = check_locked(s, quiet, why, len);
+    mg__unlock_groups(s);
     mg__unlock_all(s);
     return r;
 }

@@ -59,7 +59,7 @@ int mg_sched_drain(mg_sched_t *s, const char *key, size_t len, mg_sched_drain_mo
     mg__shard_t *sh = mg__shard_of(s, hash);
     mg__outbox_t o = MG__OUTBOX_INIT(o);
     pthread_mutex_lock(&sh->lock);
-    mg__sched_key_t *k = mg__sched_keytab_find(sh, key, len, hash);
+    mg__sched_key_t *k = mg__sched_keytab_find(&sh->tab, key, len, hash);
     int r = k ? 1 : 0;
     if (k && done && k->done)
         r = -1;
@@ -185,12 +185,19 @@ mg_sched_t *mg_sched_new(const mg_sched_config_t *cfg, const mg_sched_executor_t
         return NULL;
     memset(s, 0, sizeof(*s));
     for (int i = 0; i < MG__SHARDS; i++) {
-        if (mg__sched_keytab_init(&s->shards[i]) != 0) {
+        if (mg__sched_keytab_init(&s->shards[i].tab) != 0) {
             mg_sched_free(s);
             return NULL;
         }
         mutex_init(&s->shards[i].lock);
         mg__link_init(&s->shards[i].fifo);
+    }
+    for (int i = 0; i < MG__GROUP_SHARDS; i++) {
+        if (mg__sched_keytab_init(&s->groups[i].tab) != 0) {
+            mg_sched_free(s);
+            return NULL;
+        }
+        mutex_init(&s->groups[i].lock);
     }
     mg__sched_keytab_seed(s);
     mutex_init(&s->lock);
@@ -208,9 +215,14 @@ void mg_sched_free(mg_sched_t *s)
     if (!s)
         return;
     for (int i = 0; i < MG__SHARDS; i++) {
-        if (s->shards[i].buckets)
+        if (s->shards[i].tab.buckets)
             pthread_mutex_destroy(&s->shards[i].lock);
-        mg__sched_keytab_dispose(&s->shards[i]);
+        mg__sched_keytab_dispose(&s->shards[i].tab);
+    }
+    for (int i = 0; i < MG__GROUP_SHARDS; i++) {
+        if (s->groups[i].tab.buckets)
+            pthread_mutex_destroy(&s->groups[i].lock);
+        mg__sched_keytab_dispose(&s->groups[i].tab);
     }
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -221,6 +233,18 @@ void mg__lock_all(mg_sched_t *s)
     for (int i = 0; i < MG__SHARDS; i++)
         pthread_mutex_lock(&s->shards[i].lock);
     pthread_mutex_lock(&s->lock);
+}
+
+void mg__lock_groups(mg_sched_t *s)
+{
+    for (int i = 0; i < MG__GROUP_SHARDS; i++)
+        pthread_mutex_lock(&s->groups[i].lock);
+}
+
+void mg__unlock_groups(mg_sched_t *s)
+{
+    for (int i = MG__GROUP_SHARDS - 1; i >= 0; i--)
+        pthread_mutex_unlock(&s->groups[i].lock);
 }
 
 void mg__unlock_all(mg_sched_t *s)
@@ -249,19 +273,25 @@ void mg_sched_stats(mg_sched_t *s, mg_sched_stats_t *st)
 {
     memset(st, 0, sizeof(*st));
     mg__lock_all(s);
+    mg__lock_groups(s);
     for (int i = 0; i < MG__SHARDS; i++) {
         const mg__shard_t *sh = &s->shards[i];
-        st->keys += sh->nkeys;
+        st->keys += sh->tab.nkeys;
         st->waiting += sh->waiting;
         st->waiting_high += sh->waiting_high;
         st->timeouts += sh->timeouts;
         st->cancelled += sh->cancelled;
+        st->share_refused += sh->share_refused;
     }
+    for (int i = 0; i < MG__GROUP_SHARDS; i++)
+        st->groups += s->groups[i].tab.nkeys;
     st->waiting += s->uwaiting;
     st->waiting_high += s->uwaiting_high;
     st->timeouts += s->timeouts;
     st->cancelled += s->cancelled;
+    st->share_refused += s->share_refused;
     st->in_flight = atomic_load(&s->in_flight);
     st->ready = mg__nring(s);
+    mg__unlock_groups(s);
     mg__unlock_all(s);
 }

@@ -4,9 +4,13 @@
  * Locks. The keys live in 32 shards (by hash); a shard's lock guards its key table, its
  * keys' queues and running tasks, and its list of waiting ordered tasks. The backend lock
  * (`lock`) guards the rings (entries waiting for a slot), the waiting unordered tasks and the
- * grant bookkeeping. Order: a shard's lock, then the backend lock; never two shard locks (but
- * for check.c and mg_sched_configure, which take all of them in index order, then the
- * backend's). The atomics at the top are read without a lock: see sched.c.
+ * grant bookkeeping. The groups live in 8 group shards of their own, each lock guarding its
+ * group table and its groups' counts; a group lock is a leaf: taken last, under whatever the
+ * task's wait is guarded by (its key's shard, or the backend), and never two at once. Order: a
+ * shard's lock, then the backend lock, then a group lock; never two shard locks (but for
+ * check.c, mg_sched_stats and mg_sched_configure, which take all of them in index order, then
+ * the backend's, and, for the first two, then the groups'). The atomics at the top are read
+ * without a lock: see sched.c.
  */
 #ifndef MG_SCHEDULER_INTERNAL_H
 #define MG_SCHEDULER_INTERNAL_H
@@ -21,8 +25,11 @@ typedef struct mg__sched_link mg__link_t;
 typedef struct mg__sched_node mg__node_t;
 
 #define MG__CONTAINER(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
-#define MG__SHARD_BITS 5 /* 32 shards: 33 locks held by mg__lock_all, under ThreadSanitizer's 64 */
+#define MG__SHARD_BITS                                                                                                             \
+    5 /* 32 shards: with the backend's and the groups', 41 locks held by mg__lock_all, under ThreadSanitizer's 64 */
 #define MG__SHARDS (1 << MG__SHARD_BITS)
+#define MG__GROUP_SHARD_BITS 3
+#define MG__GROUP_SHARDS (1 << MG__GROUP_SHARD_BITS)
 
 enum { MG__NODE_TASK = 1, MG__NODE_KEY = 2 };
 
@@ -56,14 +63,28 @@ typedef struct mg__sched_key {
     char name[];
 } mg__sched_key_t;
 
+/* A group's state is a key state in a group table: only the table's fields (hnext, hash, len,
+ * name), its shard and `waiting` (the group's waiting tasks) are used; check.c borrows `turns`. */
+typedef mg__sched_key_t mg__sched_group_t;
+
+/* A chained hash table of key (or group) states (keytab.c). */
+typedef struct mg__keytab {
+    mg__sched_key_t **buckets;
+    uint32_t nbuckets, nkeys;
+} mg__keytab_t;
+
 typedef struct mg__shard {
     pthread_mutex_t lock;
-    mg__sched_key_t **buckets; /* chained hash table of the shard's keys */
-    uint32_t nbuckets, nkeys;
-    mg__link_t fifo; /* waiting ordered tasks of its keys, by submission time */
+    mg__keytab_t tab; /* the shard's keys */
+    mg__link_t fifo;  /* waiting ordered tasks of its keys, by submission time */
     uint32_t waiting, waiting_high;
-    uint64_t timeouts, cancelled;
+    uint64_t timeouts, cancelled, share_refused;
 } __attribute__((aligned(64))) mg__shard_t;
+
+typedef struct mg__group_shard {
+    pthread_mutex_t lock;
+    mg__keytab_t tab; /* groups with a waiting task */
+} __attribute__((aligned(64))) mg__group_shard_t;
 
 struct mg_sched {
     _Atomic uint32_t in_flight __attribute__((aligned(64))); /* counted running tasks: slots in use */
@@ -79,9 +100,10 @@ struct mg_sched {
     uint32_t high_streak; /* grants in a row to the high ring while the normal one waited */
     mg__link_t fifo;      /* waiting unordered tasks by submission time */
     uint32_t uwaiting, uwaiting_high;
-    uint64_t timeouts, cancelled; /* of unordered tasks */
+    uint64_t timeouts, cancelled, share_refused; /* of unordered tasks */
     uint64_t hash_seed[2];
     mg__shard_t shards[MG__SHARDS];
+    mg__group_shard_t groups[MG__GROUP_SHARDS];
 };
 
 static inline void mg__link_init(mg__link_t *head)
@@ -180,26 +202,35 @@ void mg__sched_key_settle(mg_sched_t *s, mg__sched_key_t *k, mg__outbox_t *o);
 /* Under every lock: moves each waiting key to the ring of its next task's priority (after
  * high_burst changed, which decides it). */
 void mg__sched_rering(mg_sched_t *s);
-/* Takes every lock (shards in order, then the backend's), and gives them back. */
+/* Takes every shard's lock (in order) and the backend's, and gives them back: what guards the
+ * keys, the rings, the waiting tasks and cfg (readers of cfg hold one of them). */
 void mg__lock_all(mg_sched_t *s);
 void mg__unlock_all(mg_sched_t *s);
+/* Takes every group lock (in order), under mg__lock_all (check.c, stats), and gives them back.
+ * Nothing that may end a wait can run meanwhile: group_leave would take one again. */
+void mg__lock_groups(mg_sched_t *s);
+void mg__unlock_groups(mg_sched_t *s);
 
-/* keytab.c: the keys with state, per shard. The caller holds the shard's lock (except for
- * mg__sched_key_hash). */
-int mg__sched_keytab_init(mg__shard_t *sh);
-void mg__sched_keytab_dispose(mg__shard_t *sh);
+/* keytab.c: the keys (and groups) with state, per shard. The caller holds the shard's lock
+ * (except for mg__sched_key_hash). */
+int mg__sched_keytab_init(mg__keytab_t *tab);
+void mg__sched_keytab_dispose(mg__keytab_t *tab);
 void mg__sched_keytab_seed(mg_sched_t *s);
 uint64_t mg__sched_key_hash(const mg_sched_t *s, const char *key, size_t len);
 static inline mg__shard_t *mg__shard_of(mg_sched_t *s, uint64_t hash)
 {
     return &s->shards[hash >> (64 - MG__SHARD_BITS)]; /* the top bits; the tables use the low ones */
 }
-mg__sched_key_t *mg__sched_keytab_find(const mg__shard_t *sh, const char *key, size_t len, uint64_t hash);
+static inline uint8_t mg__group_shard_index(uint64_t hash)
+{
+    return (uint8_t)(hash >> (64 - MG__GROUP_SHARD_BITS));
+}
+mg__sched_key_t *mg__sched_keytab_find(const mg__keytab_t *tab, const char *key, size_t len, uint64_t hash);
 /* A new key's state (not in the table yet); NULL when out of memory. */
 mg__sched_key_t *mg__sched_key_new(const char *key, size_t len, uint64_t hash);
-void mg__sched_keytab_insert(mg__shard_t *sh, mg__sched_key_t *k);
+void mg__sched_keytab_insert(mg__keytab_t *tab, mg__sched_key_t *k);
 /* Takes `k` out of the table and frees it. */
-void mg__sched_keytab_delete(mg__shard_t *sh, mg__sched_key_t *k);
+void mg__sched_keytab_delete(mg__keytab_t *tab, mg__sched_key_t *k);
 
 /* check.c: verifies every invariant of a scheduler (tests, debugging), under all its locks.
  * 0 when all hold; -1 with the first broken one in `why`. `quiet`: no call is in progress in

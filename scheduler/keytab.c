@@ -1,11 +1,12 @@
 /*
- * The scheduler's tables of keys with state, one per shard: chained hash tables that grow
- * and shrink with the number of live keys, so that idle keys cost nothing (the buckets of a
- * scheduler that had many keys shrink back once they are gone).
+ * The scheduler's tables of keys with state, one per shard (and of groups with waiting tasks,
+ * one per group shard): chained hash tables that grow and shrink with the number of live
+ * entries, so that idle keys cost nothing (the buckets of a scheduler that had many keys
+ * shrink back once they are gone).
  *
- * Keys come from clients (a header value), so they are hashed with SipHash-1-3 under a
- * random per-scheduler seed: a client cannot choose keys that fall into one chain (nor one
- * shard). The hash is computed before any lock is taken.
+ * Keys and groups come from clients (a header value, a tenant name), so they are hashed with
+ * SipHash-1-3 under a random per-scheduler seed: a client cannot choose keys that fall into one
+ * chain (nor one shard). The hash is computed before any lock is taken.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -85,29 +86,29 @@ static mg__sched_key_t **buckets_new(uint32_t n)
     return b;
 }
 
-int mg__sched_keytab_init(mg__shard_t *sh)
+int mg__sched_keytab_init(mg__keytab_t *tab)
 {
-    sh->nbuckets = MIN_BUCKETS;
-    sh->nkeys = 0;
-    sh->buckets = buckets_new(sh->nbuckets);
-    return sh->buckets ? 0 : -1;
+    tab->nbuckets = MIN_BUCKETS;
+    tab->nkeys = 0;
+    tab->buckets = buckets_new(tab->nbuckets);
+    return tab->buckets ? 0 : -1;
 }
 
-void mg__sched_keytab_dispose(mg__shard_t *sh)
+void mg__sched_keytab_dispose(mg__keytab_t *tab)
 {
-    for (uint32_t i = 0; sh->buckets && i < sh->nbuckets; i++) {
-        for (mg__sched_key_t *k = sh->buckets[i], *next; k; k = next) {
+    for (uint32_t i = 0; tab->buckets && i < tab->nbuckets; i++) {
+        for (mg__sched_key_t *k = tab->buckets[i], *next; k; k = next) {
             next = k->hnext;
             free(k);
         }
     }
-    free(sh->buckets);
-    sh->buckets = NULL;
+    free(tab->buckets);
+    tab->buckets = NULL;
 }
 
-mg__sched_key_t *mg__sched_keytab_find(const mg__shard_t *sh, const char *key, size_t len, uint64_t hash)
+mg__sched_key_t *mg__sched_keytab_find(const mg__keytab_t *tab, const char *key, size_t len, uint64_t hash)
 {
-    for (mg__sched_key_t *k = sh->buckets[hash & (sh->nbuckets - 1)]; k; k = k->hnext) {
+    for (mg__sched_key_t *k = tab->buckets[hash & (tab->nbuckets - 1)]; k; k = k->hnext) {
         if (k->hash == hash && k->len == len && memcmp(k->name, key, len) == 0)
             return k;
     }
@@ -130,40 +131,40 @@ mg__sched_key_t *mg__sched_key_new(const char *key, size_t len, uint64_t hash)
 }
 
 /* Rehashes into `n` buckets; keeps the old table when out of memory (chains just get longer). */
-static void resize(mg__shard_t *sh, uint32_t n)
+static void resize(mg__keytab_t *tab, uint32_t n)
 {
     mg__sched_key_t **b = buckets_new(n);
     if (!b)
         return;
-    for (uint32_t i = 0; i < sh->nbuckets; i++) {
-        for (mg__sched_key_t *k = sh->buckets[i], *next; k; k = next) {
+    for (uint32_t i = 0; i < tab->nbuckets; i++) {
+        for (mg__sched_key_t *k = tab->buckets[i], *next; k; k = next) {
             next = k->hnext;
             k->hnext = b[k->hash & (n - 1)];
             b[k->hash & (n - 1)] = k;
         }
     }
-    free(sh->buckets);
-    sh->buckets = b;
-    sh->nbuckets = n;
+    free(tab->buckets);
+    tab->buckets = b;
+    tab->nbuckets = n;
 }
 
-void mg__sched_keytab_insert(mg__shard_t *sh, mg__sched_key_t *k)
+void mg__sched_keytab_insert(mg__keytab_t *tab, mg__sched_key_t *k)
 {
-    mg__sched_key_t **head = &sh->buckets[k->hash & (sh->nbuckets - 1)];
+    mg__sched_key_t **head = &tab->buckets[k->hash & (tab->nbuckets - 1)];
     k->hnext = *head;
     *head = k;
-    if (++sh->nkeys > sh->nbuckets && sh->nbuckets < (UINT32_C(1) << 31))
-        resize(sh, sh->nbuckets * 2);
+    if (++tab->nkeys > tab->nbuckets && tab->nbuckets < (UINT32_C(1) << 31))
+        resize(tab, tab->nbuckets * 2);
 }
 
-void mg__sched_keytab_delete(mg__shard_t *sh, mg__sched_key_t *k)
+void mg__sched_keytab_delete(mg__keytab_t *tab, mg__sched_key_t *k)
 {
-    mg__sched_key_t **p = &sh->buckets[k->hash & (sh->nbuckets - 1)];
+    mg__sched_key_t **p = &tab->buckets[k->hash & (tab->nbuckets - 1)];
     while (*p != k)
         p = &(*p)->hnext;
     *p = k->hnext;
     free(k);
     /* shrink with hysteresis (grow at 1 key per bucket, shrink below 1/8) */
-    if (--sh->nkeys < sh->nbuckets / 8 && sh->nbuckets > MIN_BUCKETS)
-        resize(sh, sh->nbuckets / 2);
+    if (--tab->nkeys < tab->nbuckets / 8 && tab->nbuckets > MIN_BUCKETS)
+        resize(tab, tab->nbuckets / 2);
 }

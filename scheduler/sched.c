@@ -16,6 +16,10 @@
  *   I2  an IN_RING key stands in the ring of the priority of its next task (key_peek).
  *   I3  nready = entries in the rings; nready_high = entries in the high ring.
  *   I4  no lost wake-up: when an entry waits in a ring, every slot is taken.
+ *   G1  a group's count is the number of waiting tasks counted in it, never 0 (a group with
+ *       nothing waiting is freed), and only waiting tasks are counted in a group: every way out
+ *       of waiting (a start, a grant, a withdrawal: cancel, timeout, drain) passes through
+ *       mg__sched_key_unqueue or uwait_remove, which uncount the task.
  * So nothing ever has to "look for work": whoever frees a slot hands it to a ring entry (a
  * grant, then a start) or hands it back and looks at the rings (pump), and whoever makes an
  * entry checks for a free slot first. A key with nothing left to run is released by the very
@@ -155,20 +159,82 @@ static void slot_release(mg_sched_t *s, mg__outbox_t *o)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* Reserves a place among the waiting tasks: the count with it, or 0 when queue_max refuses. */
-static uint32_t place_reserve(mg_sched_t *s)
+/* ---- shares of the waiting ------------------------------------------------------------ */
+
+/* A task's group counts it while it waits. A group's lock is a leaf: taken under the lock that
+ * guards the task's wait (its key's shard's, or the backend's), never the other way round. */
+
+/* Counts `t` in the group named `g` (none when empty): MG_SCHED_QUEUED, or the refusal
+ * (GROUP_FULL when group_queue_max of the group wait, NOMEM), with nothing counted. */
+static mg_sched_result_t group_join(mg_sched_t *s, mg_sched_task_t *t, const mg_sched_names_t *g)
 {
+    t->mg__.group = NULL;
+    if (!g || !g->group || !g->group_len)
+        return MG_SCHED_QUEUED;
+    uint64_t hash = mg__sched_key_hash(s, g->group, g->group_len);
+    uint8_t i = mg__group_shard_index(hash);
+    mg__group_shard_t *gs = &s->groups[i];
+    mg_sched_result_t r = MG_SCHED_QUEUED;
+    pthread_mutex_lock(&gs->lock);
+    mg__sched_group_t *grp = mg__sched_keytab_find(&gs->tab, g->group, g->group_len, hash);
+    if (grp && s->cfg.group_queue_max && grp->waiting >= s->cfg.group_queue_max) {
+        r = MG_SCHED_GROUP_FULL;
+    } else if (!grp && !(grp = mg__sched_key_new(g->group, g->group_len, hash))) {
+        r = MG_SCHED_NOMEM;
+    } else {
+        if (grp->waiting == 0) {
+            grp->shard = i;
+            mg__sched_keytab_insert(&gs->tab, grp);
+        }
+        grp->waiting++;
+        t->mg__.group = grp;
+    }
+    pthread_mutex_unlock(&gs->lock);
+    return r;
+}
+
+/* `t` stops waiting: its group counts it no more, and goes when nothing of it waits. */
+static void group_leave(mg_sched_t *s, mg_sched_task_t *t)
+{
+    mg__sched_group_t *grp = t->mg__.group;
+    if (!grp)
+        return;
+    t->mg__.group = NULL;
+    mg__group_shard_t *gs = &s->groups[grp->shard];
+    pthread_mutex_lock(&gs->lock);
+    if (--grp->waiting == 0)
+        mg__sched_keytab_delete(&gs->tab, grp);
+    pthread_mutex_unlock(&gs->lock);
+}
+
+static int is_queued(mg_sched_result_t r)
+{
+    return r == MG_SCHED_QUEUED || r == MG_SCHED_QUEUED_FULL;
+}
+
+/* Reserves a place among the waiting tasks for `t`, of key `k` (NULL when unordered) and of the
+ * group `g`: QUEUED or QUEUED_FULL, or the refusal with nothing kept. The shares come first, so
+ * that a key or group over its share is refused before the backend's whole queue is. Under the
+ * lock that guards the task's wait. */
+static mg_sched_result_t place_reserve(mg_sched_t *s, const mg__sched_key_t *k, mg_sched_task_t *t, const mg_sched_names_t *g)
+{
+    uint64_t *refused = k ? &s->shards[k->shard].share_refused : &s->share_refused;
+    if (k && s->cfg.key_queue_max && k->waiting >= s->cfg.key_queue_max) {
+        ++*refused;
+        return MG_SCHED_KEY_FULL;
+    }
+    mg_sched_result_t r = group_join(s, t, g);
+    if (r != MG_SCHED_QUEUED) {
+        *refused += r == MG_SCHED_GROUP_FULL;
+        return r;
+    }
     uint32_t n = atomic_fetch_add(&s->waiting, 1) + 1;
     if (s->cfg.queue_max && n > s->cfg.queue_max) {
         atomic_fetch_sub(&s->waiting, 1);
-        return 0;
+        group_leave(s, t);
+        return MG_SCHED_FULL;
     }
-    return n;
-}
-
-static mg_sched_result_t queued(const mg_sched_t *s, uint32_t waiting)
-{
-    return s->cfg.queue_limit && waiting >= s->cfg.queue_limit ? MG_SCHED_QUEUED_FULL : MG_SCHED_QUEUED;
+    return s->cfg.queue_limit && n >= s->cfg.queue_limit ? MG_SCHED_QUEUED_FULL : MG_SCHED_QUEUED;
 }
 
 /* ---- rings (under the backend lock) ----------------------------------------------------- */
@@ -257,6 +323,7 @@ static void uwait_remove(mg_sched_t *s, mg_sched_task_t *t)
     s->uwaiting--;
     s->uwaiting_high -= t->mg__.node.priority == HIGH;
     atomic_fetch_sub(&s->waiting, 1);
+    group_leave(s, t);
 }
 
 /* ---- keys (under their shard's lock) ---------------------------------------------------- */
@@ -291,6 +358,7 @@ void mg__sched_key_unqueue(mg_sched_t *s, mg__sched_key_t *k, mg_sched_task_t *t
     sh->waiting--;
     sh->waiting_high -= t->mg__.node.priority == HIGH;
     atomic_fetch_sub(&s->waiting, 1);
+    group_leave(s, t);
 }
 
 /* Starts the key's next task on the slot the key holds, or has just been granted. */
@@ -312,7 +380,7 @@ static void key_release(mg_sched_t *s, mg__sched_key_t *k, mg__outbox_t *o)
 {
     if (k->done)
         mg__outbox_add(o, k->done, MG_SCHED_DRAINED);
-    mg__sched_keytab_delete(&s->shards[k->shard], k);
+    mg__sched_keytab_delete(&s->shards[k->shard].tab, k);
 }
 
 void mg__sched_key_settle(mg_sched_t *s, mg__sched_key_t *k, mg__outbox_t *o)
@@ -464,7 +532,8 @@ static int key_done(mg_sched_t *s, mg__sched_key_t *k, mg_sched_task_t *t, mg__o
 
 /* A new key with its first task: starts at once when a slot is free and nobody waits for one,
  * else waits in a ring. Under the shard's lock; takes the backend's when it cannot start. */
-static mg_sched_result_t submit_new_key(mg_sched_t *s, mg__shard_t *sh, mg__sched_key_t *k, mg_sched_task_t *t)
+static mg_sched_result_t submit_new_key(mg_sched_t *s, mg__shard_t *sh, mg__sched_key_t *k, mg_sched_task_t *t,
+                                        const mg_sched_names_t *g)
 {
     int counted = atomic_load_explicit(&s->max_in_flight, memory_order_relaxed) != 0;
     if (!counted || (atomic_load(&s->nready) == 0 && slot_take(s)))
@@ -474,19 +543,19 @@ static mg_sched_result_t submit_new_key(mg_sched_t *s, mg__shard_t *sh, mg__sche
         pthread_mutex_unlock(&s->lock);
         goto Started;
     }
-    uint32_t waiting = place_reserve(s);
-    if (!waiting) {
+    mg_sched_result_t r = place_reserve(s, k, t, g);
+    if (!is_queued(r)) {
         atomic_fetch_sub(&s->nready, 1);
         pthread_mutex_unlock(&s->lock);
         free(k);
-        return MG_SCHED_FULL;
+        return r;
     }
-    mg__sched_keytab_insert(sh, k);
+    mg__sched_keytab_insert(&sh->tab, k);
     key_enqueue(s, k, t);
     mg__sched_key_set_ring_state(k, MG__KEY_IN_RING);
     ring_push_registered(s, &k->ring, t->mg__.node.priority);
     pthread_mutex_unlock(&s->lock);
-    return queued(s, waiting);
+    return r;
 Started:
     k->running = t;
     k->turns = 1;
@@ -494,36 +563,36 @@ Started:
     t->mg__.node.shard = k->shard;
     t->mg__.node.counted = (uint8_t)counted;
     mg__task_set_state(t, MG__TASK_RUNNING);
-    mg__sched_keytab_insert(sh, k);
+    mg__sched_keytab_insert(&sh->tab, k);
     return MG_SCHED_STARTED;
 }
 
 /* Under the shard's lock. */
-static mg_sched_result_t submit_ordered(mg_sched_t *s, mg__shard_t *sh, mg_sched_task_t *t, const char *key, size_t len,
+static mg_sched_result_t submit_ordered(mg_sched_t *s, mg__shard_t *sh, mg_sched_task_t *t, const mg_sched_names_t *n,
                                         uint64_t hash)
 {
-    mg__sched_key_t *k = mg__sched_keytab_find(sh, key, len, hash);
+    mg__sched_key_t *k = mg__sched_keytab_find(&sh->tab, n->key, n->key_len, hash);
     if (!k) {
-        if (!(k = mg__sched_key_new(key, len, hash)))
+        if (!(k = mg__sched_key_new(n->key, n->key_len, hash)))
             return MG_SCHED_NOMEM;
         k->shard = (uint8_t)(sh - s->shards);
-        return submit_new_key(s, sh, k, t);
+        return submit_new_key(s, sh, k, t, n);
     }
     if (k->draining)
         return MG_SCHED_DRAINING;
-    uint32_t waiting = place_reserve(s);
-    if (!waiting)
-        return MG_SCHED_FULL;
+    mg_sched_result_t r = place_reserve(s, k, t, n);
+    if (!is_queued(r))
+        return r;
     key_enqueue(s, k, t);
     if (!k->running && mg__sched_key_ring_state(k) == MG__KEY_IN_RING) {
         mg__outbox_t none = MG__OUTBOX_INIT(none);
         mg__sched_key_settle(s, k, &none); /* a high task may move it to the high ring; releases nothing */
     }
-    return queued(s, waiting);
+    return r;
 }
 
 /* Unordered: no key, and no lock while a slot is free and nobody waits for one. */
-static mg_sched_result_t submit_unordered(mg_sched_t *s, mg_sched_task_t *t)
+static mg_sched_result_t submit_unordered(mg_sched_t *s, mg_sched_task_t *t, const mg_sched_names_t *g)
 {
     uint32_t max = atomic_load_explicit(&s->max_in_flight, memory_order_relaxed);
     if (max == 0 || (atomic_load(&s->nready) == 0 && slot_take(s))) {
@@ -536,39 +605,45 @@ static mg_sched_result_t submit_unordered(mg_sched_t *s, mg_sched_task_t *t)
     if (slot_or_register(s)) {
         t->mg__.node.counted = 1;
         mg__task_set_state(t, MG__TASK_RUNNING);
+    } else if (!is_queued(r = place_reserve(s, NULL, t, g))) {
+        atomic_fetch_sub(&s->nready, 1);
     } else {
-        uint32_t waiting = place_reserve(s);
-        if (!waiting) {
-            atomic_fetch_sub(&s->nready, 1);
-            r = MG_SCHED_FULL;
-        } else {
-            uwait_add(s, t);
-            ring_push_registered(s, &t->mg__.node, t->mg__.node.priority);
-            r = queued(s, waiting);
-        }
+        uwait_add(s, t);
+        ring_push_registered(s, &t->mg__.node, t->mg__.node.priority);
     }
     pthread_mutex_unlock(&s->lock);
+    return r;
+}
+
+mg_sched_result_t mg_sched_submit_group(mg_sched_t *s, mg_sched_task_t *t, const mg_sched_names_t *names,
+                                        mg_sched_priority_t priority, uint64_t now_us)
+{
+    mg_sched_names_t n = *names;
+    t->mg__.node.kind = MG__NODE_TASK;
+    t->mg__.node.priority = priority == MG_SCHED_HIGH ? HIGH : NORMAL;
+    t->mg__.node.counted = 0;
+    t->mg__.key = NULL;
+    t->mg__.group = NULL;
+    t->mg__.submitted_us = now_us;
+    if (n.group_len > MG_SCHED_MAX_KEY_LEN)
+        n.group_len = MG_SCHED_MAX_KEY_LEN;
+    if (!n.key || !n.key_len)
+        return submit_unordered(s, t, &n);
+    if (n.key_len > MG_SCHED_MAX_KEY_LEN)
+        n.key_len = MG_SCHED_MAX_KEY_LEN;
+    uint64_t hash = mg__sched_key_hash(s, n.key, n.key_len);
+    mg__shard_t *sh = mg__shard_of(s, hash);
+    pthread_mutex_lock(&sh->lock);
+    mg_sched_result_t r = submit_ordered(s, sh, t, &n, hash);
+    pthread_mutex_unlock(&sh->lock);
     return r;
 }
 
 mg_sched_result_t mg_sched_submit(mg_sched_t *s, mg_sched_task_t *t, const char *key, size_t len, mg_sched_priority_t priority,
                                   uint64_t now_us)
 {
-    t->mg__.node.kind = MG__NODE_TASK;
-    t->mg__.node.priority = priority == MG_SCHED_HIGH ? HIGH : NORMAL;
-    t->mg__.node.counted = 0;
-    t->mg__.key = NULL;
-    t->mg__.submitted_us = now_us;
-    if (!key || !len)
-        return submit_unordered(s, t);
-    if (len > MG_SCHED_MAX_KEY_LEN)
-        len = MG_SCHED_MAX_KEY_LEN;
-    uint64_t hash = mg__sched_key_hash(s, key, len);
-    mg__shard_t *sh = mg__shard_of(s, hash);
-    pthread_mutex_lock(&sh->lock);
-    mg_sched_result_t r = submit_ordered(s, sh, t, key, len, hash);
-    pthread_mutex_unlock(&sh->lock);
-    return r;
+    mg_sched_names_t n = {key, len, NULL, 0};
+    return mg_sched_submit_group(s, t, &n, priority, now_us);
 }
 
 int mg_sched_complete(mg_sched_t *s, mg_sched_task_t *t)

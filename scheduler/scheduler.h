@@ -19,7 +19,13 @@
  *     through mg_sched_expire, there is no polling and no thread inside;
  *   - bounded waiting: at `queue_limit` waiting tasks submissions report
  *     MG_SCHED_QUEUED_FULL (the producer should stop reading until that task's callback); at
- *     `queue_max` they are refused.
+ *     `queue_max` they are refused;
+ *   - fair shares of the waiting: a task that must wait is refused when `key_queue_max` tasks
+ *     of its key wait already (MG_SCHED_KEY_FULL), or `group_queue_max` tasks of its group
+ *     (MG_SCHED_GROUP_FULL). A group is whoever the task is for (a client, a tenant), named at
+ *     submission (mg_sched_submit_group) and counted across keys and unordered tasks alike, so
+ *     that one producer cannot take the whole queue by spreading over keys. A task that starts
+ *     at once is never refused by a share, and nothing is counted for it.
  * An idle key (nothing running, nothing waiting) has no state: it costs no memory.
  *
  * Fairness and starvation bounds (C = max_in_flight, Q = quantum, H = high_burst):
@@ -46,7 +52,9 @@
  * that waits. Unordered tasks (no key) take no lock while a slot is free: they touch only the
  * backend's atomic slot counter, and nothing shared at all when max_in_flight is 0
  * (unlimited). Nothing is allocated per task; a key's state is allocated when the key gets
- * its first task and freed when it has none left.
+ * its first task and freed when it has none left. The fair shares cost nothing to a task that
+ * starts at once; one that waits with a group takes that group's lock (one of 8) twice, and
+ * its group's state lives while a task of the group waits.
  *
  * Wiring into h2o (the intended use; the module does not include h2o):
  *   - one mg_sched_t per backend; each worker has an h2o_multithread_receiver_t for
@@ -58,7 +66,7 @@
  *     receivers again until none has messages; posted from elsewhere, on a later turn.)
  *   - submit: STARTED -> send the backend request now; QUEUED -> wait for the callback;
  *     QUEUED_FULL -> also stop reading from the connection (or bridge session) until the
- *     callback; FULL -> 503; DRAINING -> 503; NOMEM -> 503.
+ *     callback; FULL, KEY_FULL, GROUP_FULL -> 503 + Retry-After; DRAINING -> 503; NOMEM -> 503.
  *   - run callback: MG_SCHED_RUN -> send the backend request, or, if the client has gone,
  *     call mg_sched_complete at once; MG_SCHED_TIMEOUT -> 503 queue-timeout + Retry-After;
  *     MG_SCHED_CANCELLED -> 503.
@@ -100,6 +108,8 @@ typedef enum mg_sched_result {
     MG_SCHED_QUEUED,      /* it waits: its run callback will come through the executor */
     MG_SCHED_QUEUED_FULL, /* as QUEUED, and queue_limit tasks wait: stop reading from its producer until its callback */
     MG_SCHED_FULL,        /* refused: queue_max tasks wait already */
+    MG_SCHED_KEY_FULL,    /* refused: key_queue_max tasks of its key wait already */
+    MG_SCHED_GROUP_FULL,  /* refused: group_queue_max tasks of its group wait already */
     MG_SCHED_DRAINING,    /* refused: its key is being drained */
     MG_SCHED_NOMEM,       /* refused: no memory for the key's state */
 } mg_sched_result_t;
@@ -129,6 +139,7 @@ struct mg_sched_task {
         } node;
         struct mg__sched_link fifo; /* in the backend's list of waiting tasks, oldest first */
         void *key;                  /* its key's state, NULL when unordered */
+        void *group;                /* its group's state while it waits counted in one, else NULL */
         uint64_t submitted_us;
     } mg__;
 };
@@ -139,6 +150,8 @@ typedef struct mg_sched_config {
     uint64_t queue_timeout_us; /* longest wait between submit and start; 0 = none */
     uint32_t queue_limit;      /* QUEUED_FULL from this many waiting tasks on; 0 = never */
     uint32_t queue_max;        /* FULL (refused) from this many waiting tasks on; 0 = never */
+    uint32_t key_queue_max;    /* KEY_FULL (refused) from this many waiting tasks of one key on; 0 = never */
+    uint32_t group_queue_max;  /* GROUP_FULL (refused) from this many waiting tasks of one group on; 0 = never */
     uint32_t quantum;          /* consecutive tasks of one key while others wait; 0 = default */
     uint32_t high_burst;       /* grants in a row to high work while normal work waits; 0 = default */
 } mg_sched_config_t;
@@ -165,13 +178,15 @@ typedef struct mg_sched_executor {
  * other, except in_flight: the lock-free slot paths move it meanwhile, so it may be a moment
  * older or newer than the rest (e.g. briefly above max_in_flight after a reload lowered it). */
 typedef struct mg_sched_stats {
-    uint32_t in_flight;    /* running tasks that hold a slot (tasks started while the backend was unlimited hold none) */
-    uint32_t waiting;      /* submitted, not started, not ended */
-    uint32_t waiting_high; /* of which high priority */
-    uint32_t keys;         /* key states alive: keys with a running or waiting task */
-    uint32_t ready;        /* keys and unordered tasks waiting for a slot */
-    uint64_t timeouts;     /* tasks ended with MG_SCHED_TIMEOUT */
-    uint64_t cancelled;    /* tasks ended with MG_SCHED_CANCELLED or by mg_sched_cancel */
+    uint32_t in_flight;     /* running tasks that hold a slot (tasks started while the backend was unlimited hold none) */
+    uint32_t waiting;       /* submitted, not started, not ended */
+    uint32_t waiting_high;  /* of which high priority */
+    uint32_t keys;          /* key states alive: keys with a running or waiting task */
+    uint32_t groups;        /* group states alive: groups with a waiting task */
+    uint32_t ready;         /* keys and unordered tasks waiting for a slot */
+    uint64_t timeouts;      /* tasks ended with MG_SCHED_TIMEOUT */
+    uint64_t cancelled;     /* tasks ended with MG_SCHED_CANCELLED or by mg_sched_cancel */
+    uint64_t share_refused; /* submissions refused with MG_SCHED_KEY_FULL or MG_SCHED_GROUP_FULL */
 } mg_sched_stats_t;
 
 /* CLOCK_MONOTONIC in microseconds: a clock for `now_us` (any monotonic microsecond clock
@@ -206,6 +221,23 @@ void mg_sched_task_init(mg_sched_task_t *task, mg_sched_run_cb run, void *owner)
  * truncated). `now_us` is when it arrives (for queue_timeout). See mg_sched_result_t. */
 mg_sched_result_t mg_sched_submit(mg_sched_t *s, mg_sched_task_t *task, const char *key, size_t len, mg_sched_priority_t priority,
                                   uint64_t now_us);
+
+/* A task's names for mg_sched_submit_group: its ordering key, and the group it counts against
+ * while it waits (any bytes, copied, truncated as keys are; none when NULL or len 0). Group
+ * names are scoped to the scheduler and apart from key names. */
+typedef struct mg_sched_names {
+    const char *key;
+    size_t key_len;
+    const char *group;
+    size_t group_len;
+} mg_sched_names_t;
+
+/* As mg_sched_submit, and while the task waits it counts against its group's share
+ * (group_queue_max): a task that must wait while that many of its group wait is refused with
+ * MG_SCHED_GROUP_FULL. The group's count goes down as the task stops waiting, whatever ends the
+ * wait (a start, a timeout, mg_sched_cancel, a drain); a group with nothing waiting has no state. */
+mg_sched_result_t mg_sched_submit_group(mg_sched_t *s, mg_sched_task_t *task, const mg_sched_names_t *names,
+                                        mg_sched_priority_t priority, uint64_t now_us);
 
 /* The task (STARTED, or delivered with MG_SCHED_RUN) is finished: its slot and its key's turn
  * go to the next task. Any thread, once per start, also from inside the run callback. -1 when

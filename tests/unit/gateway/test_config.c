@@ -132,6 +132,7 @@ Test(config, backend_defaults)
     cr_assert_eq(b->retries, 1);
     cr_assert_eq(b->max_in_flight, 0, "unlimited by default, as nginx's max_conns");
     cr_assert_eq(b->queue_timeout_ms, 5000);
+    cr_assert_eq(b->max_queued_per_key, 100, "a fair share of the 10,000 waiting requests: one HTTP/2 connection's streams");
     cr_assert_eq(b->schedule_len, 1);
     cr_assert_eq(b->schedule[0], 0);
     cr_assert_eq(atomic_load(&b->next), 0);
@@ -161,6 +162,7 @@ static const char full[] = "listen:\n"
                            "    retries: 0\n"
                            "    max_in_flight: 512\n"
                            "    queue_timeout: 250ms\n"
+                           "    max_queued_per_key: 0\n"
                            "  api:\n"
                            "    servers: [\"http://[::1]:7000\", \"http://api.internal:80\"]\n"
                            "    balance: first_available\n"
@@ -256,6 +258,8 @@ Test(config, backends_and_routes_from_the_full_example)
     cr_assert_eq(crm->retries, 0);
     cr_assert_eq(crm->max_in_flight, 512);
     cr_assert_eq(crm->queue_timeout_ms, 250);
+    cr_assert_eq(crm->max_queued_per_key, 0, "0: no share");
+    cr_assert_eq(api->max_queued_per_key, 100);
     cr_assert_str_eq(api->servers[0].url, "http://[::1]:7000");
     cr_assert_eq(api->balance, MG_BALANCE_FIRST_AVAILABLE);
 
@@ -504,6 +508,14 @@ static const bad_config_t bad_configs[] = {
     {BACKEND("{servers: [\"http://a:1\"], queue_timeout: 0s}"), "gw.yaml:2:49: queue_timeout must be greater than 0"},
     {BACKEND("{servers: [\"http://a:1\"], queue_timeout: soon}"),
      "gw.yaml:2:49: invalid duration 'soon' (expected e.g. 250ms, 5s, 2m, 1h)"},
+    {BACKEND("{servers: [\"http://a:1\"], max_queued_per_key: 1000001}"),
+     "gw.yaml:2:54: expected an integer between 0 and 1000000, got '1000001'"},
+    {BACKEND("{servers: [\"http://a:1\"], max_queued_per_key: -5}"),
+     "gw.yaml:2:54: expected an integer between 0 and 1000000, got '-5'"},
+    {BACKEND("{servers: [\"http://a:1\"], max_queued_per_key: [100]}"),
+     "gw.yaml:2:54: expected an integer between 0 and 1000000, got a sequence"},
+    {BACKEND("{servers: [\"http://a:1\"], max_queue_per_key: 5}"),
+     "gw.yaml:2:34: unknown key 'max_queue_per_key' (did you mean 'max_queued_per_key'?)"},
     {BACKEND("{servers: [\"http://a:1\"], max_inflight: 5}"),
      "gw.yaml:2:34: unknown key 'max_inflight' (did you mean 'max_in_flight'?)"},
     {BACKEND("{servers: [\"http://a:1\"], retries: 11}"), "gw.yaml:2:43: expected an integer between 0 and 10, got '11'"},

@@ -10,6 +10,8 @@
  *     out, cancelled by a drain, withdrawn by its owner, or refused), and each drain that
  *     promised a notice delivers it once;
  *   - capacity: never more than max_in_flight counted tasks run;
+ *   - shares: with groups, every invariant (the groups' counts too) holds whenever a checker
+ *     thread looks, and no group is left at the end;
  *   - no stall: everything ends within `seconds` (a lost wake-up leaves a task waiting with
  *     free slots until the deadline), and the invariants hold at the end.
  * The harness polls its own inboxes; the scheduler never polls.
@@ -34,7 +36,7 @@ struct worker;
 
 typedef struct stask {
     mg_sched_task_t t;
-    uint32_t key, seq;
+    uint32_t key, seq, group;
     uint8_t prio;
     _Atomic int outcomes, completions;
     uint64_t due;
@@ -82,6 +84,8 @@ static struct {
     _Atomic uint64_t out_of_order, overlaps, not_exactly_once, over_capacity;
     _Atomic uint32_t in_flight, most_in_flight;
     _Atomic int stop;
+    _Atomic uint64_t checks;
+    char check_failure[200]; /* the checker's first complaint (written once, read after the join) */
 } S;
 
 static uint64_t rnd(uint64_t *x) /* splitmix64 */
@@ -287,17 +291,29 @@ static void withdraw_one(worker_t *w)
     *slot = NULL;
 }
 
+/* Submits with the task's group, if the scenario has groups. */
+static mg_sched_result_t submit_named(stask_t *t, const char *key)
+{
+    char group[16];
+    mg_sched_names_t n = {key, key ? strlen(key) : 0, NULL, 0};
+    if (S.p->groups) {
+        n.group_len = (size_t)snprintf(group, sizeof(group), "grp-%u", t->group);
+        n.group = group;
+    }
+    return mg_sched_submit_group(S.s, &t->t, &n, t->prio, mg_sched_now_us());
+}
+
 static void submit(worker_t *w, stask_t *t)
 {
     mg_sched_task_init(&t->t, on_run, w);
     mg_sched_result_t r;
     if (t->key == UNORDERED) {
-        r = mg_sched_submit(S.s, &t->t, NULL, 0, t->prio, mg_sched_now_us());
+        r = submit_named(t, NULL);
     } else {
         skey_t *k = &S.keys[t->key];
         pthread_mutex_lock(&k->submit_mu); /* makes arrival order observable */
         t->seq = k->next_seq[t->prio]++;
-        r = mg_sched_submit(S.s, &t->t, k->name, strlen(k->name), t->prio, mg_sched_now_us());
+        r = submit_named(t, k->name);
         pthread_mutex_unlock(&k->submit_mu);
     }
     if (r == MG_SCHED_STARTED) {
@@ -365,6 +381,21 @@ static void *drainer_main(void *arg)
     return NULL;
 }
 
+/* Checks every invariant that holds while calls are in progress, again and again. */
+static void *checker_main(void *arg)
+{
+    char why[200];
+    while (!atomic_load(&S.stop)) {
+        if (mg__sched_check(S.s, 0, why, sizeof(why)) != 0) {
+            snprintf(S.check_failure, sizeof(S.check_failure), "%s", why);
+            return NULL;
+        }
+        atomic_fetch_add(&S.checks, 1);
+        usleep(500);
+    }
+    return NULL;
+}
+
 /* ---- one run ---------------------------------------------------------------------------- */
 
 static int setup(const stress_params_t *p)
@@ -376,7 +407,10 @@ static int setup(const stress_params_t *p)
     S.keys = calloc(p->keys, sizeof(*S.keys));
     S.workers = calloc(p->workers, sizeof(*S.workers));
     S.completers = calloc(p->completers, sizeof(*S.completers));
-    mg_sched_config_t cfg = {.max_in_flight = p->max_in_flight, .queue_timeout_us = p->queue_timeout_us};
+    mg_sched_config_t cfg = {.max_in_flight = p->max_in_flight,
+                             .queue_timeout_us = p->queue_timeout_us,
+                             .key_queue_max = p->key_queue_max,
+                             .group_queue_max = p->group_queue_max};
     mg_sched_executor_t ex = {post, NULL};
     S.s = mg_sched_new(&cfg, &ex);
     if (!S.tasks || !S.keys || !S.workers || !S.completers || !S.s)
@@ -390,6 +424,7 @@ static int setup(const stress_params_t *p)
         stask_t *t = &S.tasks[i];
         t->key = chance(&rng, p->unordered_pct) ? UNORDERED : (uint32_t)(i % p->keys);
         t->prio = chance(&rng, p->high_pct) ? MG_SCHED_HIGH : MG_SCHED_NORMAL;
+        t->group = p->groups ? (uint32_t)(rnd(&rng) % p->groups) : 0;
     }
     for (uint32_t i = 0; i < p->workers; i++) {
         worker_t *w = &S.workers[i];
@@ -442,6 +477,7 @@ static void collect(stress_result_t *r, uint64_t t0)
     r->withdrawn = S.withdrawn;
     r->refused = S.refused;
     r->notices = S.notices_out;
+    r->checks = S.checks;
     r->out_of_order = S.out_of_order;
     r->overlaps = S.overlaps;
     r->not_exactly_once = S.not_exactly_once;
@@ -466,10 +502,15 @@ static void verdict(stress_result_t *r, int stalled)
     else if (r->notices != atomic_load(&S.notices_in))
         snprintf(r->failure, sizeof(r->failure), "%llu drain notices for %llu drains", (unsigned long long)r->notices,
                  (unsigned long long)atomic_load(&S.notices_in));
+    else if (S.check_failure[0])
+        snprintf(r->failure, sizeof(r->failure), "invariant, while running: %s", S.check_failure);
     else if (mg__sched_check(S.s, 1, why, sizeof(why)) != 0)
         snprintf(r->failure, sizeof(r->failure), "invariant: %s", why);
-    else if (st.keys || st.waiting || st.in_flight)
-        snprintf(r->failure, sizeof(r->failure), "left over: %u keys, %u waiting, %u in flight", st.keys, st.waiting, st.in_flight);
+    else if (st.keys || st.groups || st.waiting || st.in_flight)
+        snprintf(r->failure, sizeof(r->failure), "left over: %u keys, %u groups, %u waiting, %u in flight", st.keys, st.groups,
+                 st.waiting, st.in_flight);
+    else if (S.p->groups && S.p->key_queue_max + S.p->group_queue_max && st.share_refused == 0)
+        snprintf(r->failure, sizeof(r->failure), "no task was ever refused by a share: the scenario tests nothing");
 }
 
 int stress_run(const stress_params_t *p, stress_result_t *r)
@@ -481,7 +522,7 @@ int stress_run(const stress_params_t *p, stress_result_t *r)
         return -1;
     }
     uint64_t t0 = mg_sched_now_us();
-    pthread_t expirer, drainer;
+    pthread_t expirer, drainer, checker;
     for (uint32_t i = 0; i < p->completers; i++)
         pthread_create(&S.completers[i].th, NULL, completer_main, &S.completers[i]);
     for (uint32_t i = 0; i < p->workers; i++)
@@ -490,6 +531,8 @@ int stress_run(const stress_params_t *p, stress_result_t *r)
         pthread_create(&expirer, NULL, expirer_main, NULL);
     if (p->drains)
         pthread_create(&drainer, NULL, drainer_main, NULL);
+    if (p->checks)
+        pthread_create(&checker, NULL, checker_main, NULL);
     int stalled = wait_for_the_end(p, t0) != 0;
     atomic_store(&S.stop, 1);
     for (uint32_t i = 0; i < p->workers; i++)
@@ -500,6 +543,8 @@ int stress_run(const stress_params_t *p, stress_result_t *r)
         pthread_join(expirer, NULL);
     if (p->drains)
         pthread_join(drainer, NULL);
+    if (p->checks)
+        pthread_join(checker, NULL);
     collect(r, t0);
     if (!stalled) { /* the workers stopped: deliver what the last completions posted, if any */
         for (uint32_t i = 0; i < p->workers; i++) {
@@ -534,6 +579,14 @@ size_t stress_scenarios(double scale, stress_params_t *out, size_t max)
         {.name = "1 slot, 2 workers with 1 task each in flight, 50% unordered",
          .keys = 50, .tasks_per_key = tpk * 2, .workers = 2, .completers = 2, .max_in_flight = 1,
          .unordered_pct = 50, .high_pct = 10, .max_delay_us = 2, .window = 1, .seconds = 30, .seed = 4},
+        /* fair shares: few keys and groups, many tasks outstanding, so that both shares refuse
+         * often, while tasks leave their wait every way there is (start, timeout, withdrawal,
+         * drain) and a checker verifies the groups' counts meanwhile */
+        {.name = "20 keys, 10 groups, shares 3 and 5, 8 slots, 4 x 8 outstanding, timeouts, withdrawals, drains, checks",
+         .keys = 20, .tasks_per_key = tpk * 5, .workers = 4, .completers = 2, .max_in_flight = 8,
+         .unordered_pct = 20, .high_pct = 10, .max_delay_us = 50, .queue_timeout_us = 5000, .cancel_pct = 20,
+         .drains = 1, .window = 8, .groups = 10, .key_queue_max = 3, .group_queue_max = 5, .checks = 1,
+         .seconds = 120, .seed = 5},
     };
     /* clang-format on */
     size_t n = sizeof(all) / sizeof(all[0]);

@@ -13,18 +13,21 @@ typedef struct stress_params {
     uint32_t completers;          /* threads that complete tasks after a random delay */
     uint32_t max_in_flight;       /* 0: unlimited */
     uint32_t unordered_pct, high_pct;
-    uint32_t max_delay_us;     /* completion delay: 0..max, for the tasks handed to completers */
-    uint64_t queue_timeout_us; /* > 0: an expiry thread drives mg_sched_expire */
-    uint32_t cancel_pct;       /* owners withdraw this share of their queued tasks */
-    int drains;                /* a thread drains random keys (run or cancel) meanwhile */
-    uint32_t window;           /* a worker waits while this many of its tasks have not ended; 0 = never */
-    uint32_t seconds;          /* give up (a stall: lost wake-up) after this long */
+    uint32_t max_delay_us;                   /* completion delay: 0..max, for the tasks handed to completers */
+    uint64_t queue_timeout_us;               /* > 0: an expiry thread drives mg_sched_expire */
+    uint32_t cancel_pct;                     /* owners withdraw this share of their queued tasks */
+    int drains;                              /* a thread drains random keys (run or cancel) meanwhile */
+    uint32_t window;                         /* a worker waits while this many of its tasks have not ended; 0 = never */
+    uint32_t groups;                         /* tasks count against one of this many groups (at random); 0 = none */
+    uint32_t key_queue_max, group_queue_max; /* the shares (mg_sched_config_t) */
+    int checks;                              /* a thread checks the invariants (mg__sched_check, not quiet) meanwhile */
+    uint32_t seconds;                        /* give up (a stall: lost wake-up) after this long */
     uint64_t seed;
 } stress_params_t;
 
 /* What one run saw. Every count but the outcome totals must be 0 for a pass. */
 typedef struct stress_result {
-    uint64_t tasks, started, timeouts, cancelled, withdrawn, refused, notices;
+    uint64_t tasks, started, timeouts, cancelled, withdrawn, refused, notices, checks;
     uint64_t out_of_order, overlaps, not_exactly_once, over_capacity, lost;
     uint32_t most_in_flight;
     double seconds;

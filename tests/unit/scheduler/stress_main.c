@@ -16,11 +16,11 @@ int main(int argc, char **argv)
         stress_result_t r;
         int rc = stress_run(&p[i], &r);
         printf("%s %s: %llu tasks (%llu started, %llu timeouts, %llu cancelled, %llu withdrawn, %llu refused), %llu notices, "
-               "at most %u in flight, %.2f s%s%s\n",
+               "at most %u in flight, %llu checks, %.2f s%s%s\n",
                rc ? "FAIL" : "ok", p[i].name, (unsigned long long)r.tasks, (unsigned long long)r.started,
                (unsigned long long)r.timeouts, (unsigned long long)r.cancelled, (unsigned long long)r.withdrawn,
-               (unsigned long long)r.refused, (unsigned long long)r.notices, r.most_in_flight, r.seconds, rc ? ": " : "",
-               rc ? r.failure : "");
+               (unsigned long long)r.refused, (unsigned long long)r.notices, r.most_in_flight, (unsigned long long)r.checks,
+               r.seconds, rc ? ": " : "", rc ? r.failure : "");
         rc ? failed++ : passed++;
     }
     printf("%d passed, %d failed\n", passed, failed);

@@ -14,10 +14,11 @@
 typedef struct ttask {
     mg_sched_task_t t;
     int id;
-    const char *key; /* NULL: unordered */
-    int calls;       /* run callbacks received */
-    int status;      /* the last one */
-    int running;     /* started (STARTED or RUN), not completed */
+    const char *key;   /* NULL: unordered */
+    const char *group; /* NULL: none */
+    int calls;         /* run callbacks received */
+    int status;        /* the last one */
+    int running;       /* started (STARTED or RUN), not completed */
 } ttask_t;
 
 typedef struct event {
@@ -119,7 +120,8 @@ static void tinit(ttask_t *t, int id, const char *key)
 
 static mg_sched_result_t submit_at(ttask_t *t, mg_sched_priority_t prio, uint64_t now)
 {
-    mg_sched_result_t r = mg_sched_submit(T.s, &t->t, t->key, t->key ? strlen(t->key) : 0, prio, now);
+    mg_sched_names_t n = {t->key, t->key ? strlen(t->key) : 0, t->group, t->group ? strlen(t->group) : 0};
+    mg_sched_result_t r = mg_sched_submit_group(T.s, &t->t, &n, prio, now);
     if (r == MG_SCHED_STARTED)
         started(t, -1); /* started by submit */
     check();

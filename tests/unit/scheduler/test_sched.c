@@ -624,7 +624,7 @@ static uint32_t buckets(void)
 {
     uint32_t n = 0;
     for (int i = 0; i < MG__SHARDS; i++)
-        n += T.s->shards[i].nbuckets;
+        n += T.s->shards[i].tab.nbuckets;
     return n;
 }
 

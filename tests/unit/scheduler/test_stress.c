@@ -39,3 +39,8 @@ Test(stress, one_slot, .timeout = 300)
 {
     scenario(3);
 }
+
+Test(stress, fair_shares, .timeout = 300)
+{
+    scenario(4);
+}
