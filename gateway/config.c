@@ -108,6 +108,25 @@ static void parse_access_log(mg_config_loader_t *cl, const mg_node_t *root)
     cl->conf->access_log = strcmp(s, "-") == 0 ? mg__config_copy_str(cl, node, s) : mg__config_resolve_path(cl, node, s);
 }
 
+/* limits.escaped_slashes: reject | keep (see docs/configuration.md, "Paths"). */
+static void parse_escaped_slashes(mg_config_loader_t *cl, const mg_node_t *limits, mg_limits_conf_t *l)
+{
+    static const char *const names[] = {"reject", "keep", NULL};
+    const mg_node_t *node = mg_node_get(limits, "escaped_slashes");
+    const char *s, *guess;
+
+    if (node == NULL || mg_node_to_str(node, &s, cl->errs) != 0)
+        return;
+    if (strcmp(s, "reject") == 0 || strcmp(s, "keep") == 0) {
+        l->keep_escaped_slashes = strcmp(s, "keep") == 0;
+        return;
+    }
+    if ((guess = mg_closest_word(s, names)) != NULL)
+        mg_errors_add(cl->errs, node, "unknown escaped_slashes '%s' (did you mean '%s'?)", s, guess);
+    else
+        mg_errors_add(cl->errs, node, "unknown escaped_slashes '%s' (expected reject or keep)", s);
+}
+
 /*
  * limits. max_http2_streams is our extension to the documented keys: it caps how many requests
  * of one HTTP/2 connection the gateway processes at once (h2o's
@@ -122,6 +141,7 @@ static void parse_limits(mg_config_loader_t *cl, const mg_node_t *root)
                                        "client_idle_timeout",
                                        "max_http2_streams",
                                        "max_requests_per_connection_per_second",
+                                       "escaped_slashes",
                                        NULL};
     const mg_node_t *limits = mg_node_get(root, "limits");
     mg_limits_conf_t *l = &cl->conf->limits;
@@ -135,6 +155,7 @@ static void parse_limits(mg_config_loader_t *cl, const mg_node_t *root)
     mg__config_read_uint(cl, limits, "max_http2_streams", 1, 256, &l->max_http2_streams);
     mg__config_read_uint(cl, limits, "max_requests_per_connection_per_second", 0, 10000000,
                          &l->max_requests_per_connection_per_second);
+    parse_escaped_slashes(cl, limits, l);
 }
 
 /* websocket: our extension (the contract names no keys for it); see docs/websocket.md. */

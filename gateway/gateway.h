@@ -60,6 +60,7 @@ typedef struct mg_limits_conf {
     uint64_t client_idle_timeout_ms;
     unsigned max_http2_streams;                      /* concurrent streams per HTTP/2 connection */
     unsigned max_requests_per_connection_per_second; /* 0: no cap */
+    int keep_escaped_slashes;                        /* escaped_slashes: keep (default reject: '\', %2F, %5C get 400) */
 } mg_limits_conf_t;
 
 /* websocket: the sessions' timers and bounds (tunnel and bridge alike). */

@@ -241,15 +241,17 @@ static void *pool_alloc(void *pool, size_t size)
     return h2o_mem_alloc_pool(pool, size);
 }
 
-/* Fills the routing context from the request; -1 when the path cannot be normalized. */
+/* Fills the routing context from the request; -1 when the path cannot be normalized,
+ * MG_PATH_ESCAPED_SLASH when it holds '\', %2F or %5C and limits.escaped_slashes rejects them. */
 static int build_context(mg_request_t *r, mg_ctx_t *ctx)
 {
     h2o_req_t *req = r->req;
     size_t path_len = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
     char *norm = h2o_mem_alloc_pool(&req->pool, path_len + 1);
-    long nlen = mg_path_normalize(req->path.base, path_len, norm);
+    int flags = r->conf->limits.keep_escaped_slashes ? 0 : MG_PATH_REJECT_ESCAPED_SLASHES;
+    long nlen = mg_path_normalize_ex(req->path.base, path_len, norm, flags);
     if (nlen < 0)
-        return -1;
+        return (int)nlen;
     r->path = mg_str(norm, (size_t)nlen);
     if (req->query_at != SIZE_MAX)
         r->query = mg_str(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
@@ -345,14 +347,16 @@ static int admit(mg_request_t *r, mg_ctx_t *ctx)
 {
     h2o_req_t *req = r->req;
     const mg_config_t *conf = r->conf;
-    int identified;
+    int identified, err;
 
     if (req->entity.len > conf->limits.max_request_body) {
         mg_request_send_error(r, 413, "body-too-large", "request body exceeds limits.max_request_body");
     } else if (header_bytes(req) > conf->limits.max_header_size) {
         mg_request_send_error(r, 431, "headers-too-large", "request headers exceed limits.max_header_size");
-    } else if (build_context(r, ctx) != 0) {
-        mg_request_send_error(r, 400, "bad-request", "invalid request path");
+    } else if ((err = build_context(r, ctx)) != 0) {
+        mg_request_send_error(r, 400, "bad-request",
+                              err == MG_PATH_ESCAPED_SLASH ? "the request path has an escaped '/' or '\\' (limits.escaped_slashes)"
+                                                           : "invalid request path");
     } else if (r->host.len == 0 && req->version == 0x101) {
         mg_request_send_error(r, 400, "bad-request", "HTTP/1.1 request without Host");
     } else if ((identified = mg_tenants_identify(&conf->tenants, ctx)) < 0) {

@@ -52,13 +52,20 @@ static mg_str_t rule_value(const mg_identify_rule_t *rule, mg_ctx_t *ctx)
     return regex_value(rule, ctx);
 }
 
-/* Names end up in logs, headers and the admin API: no control characters. */
+/*
+ * Names end up in logs, headers and the admin API: no control characters. They are also the
+ * key of a quota and often a path segment ("/${tenant}/..."): a name with '/' or '\', or one
+ * that is "." or "..", could name another tenant's path and get a fresh quota, so it is
+ * refused rather than encoded (encoding would still make a new quota key).
+ */
 static int valid_name(mg_str_t v)
 {
     if (v.len > MG_TENANT_MAX_LEN)
         return 0;
+    if ((v.len == 1 && v.base[0] == '.') || (v.len == 2 && v.base[0] == '.' && v.base[1] == '.'))
+        return 0;
     for (size_t i = 0; i < v.len; i++)
-        if ((unsigned char)v.base[i] < 0x20 || v.base[i] == 0x7f)
+        if ((unsigned char)v.base[i] < 0x20 || v.base[i] == 0x7f || v.base[i] == '/' || v.base[i] == '\\')
             return 0;
     return 1;
 }

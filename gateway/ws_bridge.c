@@ -276,7 +276,9 @@ static mg_str_t field_text(call_t *c, json_t *msg, const char *name)
 }
 
 /* The path: the route's template over the upgrade's context and the message's fields, then
- * normalized like a rewritten path. NULL when it would hold CR/LF/NUL or leave the root. */
+ * normalized like a rewritten path. NULL, or why the message gets a 400: a value would hold
+ * CR/LF/NUL or make a dot segment (a message field is one segment's content), or the path
+ * leaves the root. */
 static const char *expand_path(bridge_t *b, call_t *c, json_t *msg)
 {
     const mg_route_t *route = b->route;
@@ -288,7 +290,10 @@ static const char *expand_path(bridge_t *b, call_t *c, json_t *msg)
             return "the message binds too many variables";
     }
     mg_str_t raw;
-    if (mg_template_expand(route->bridge.path, &ctx, &raw) != 0)
+    int err = mg_template_expand(route->bridge.path, &ctx, &raw);
+    if (err == MG_TEMPLATE_DOT_SEGMENT)
+        return "the path would have a '.' or '..' segment made by a variable";
+    if (err != 0)
         return "the path would contain CR, LF or NUL";
     const char *q = memchr(raw.base, '?', raw.len);
     size_t plen = q != NULL ? (size_t)(q - raw.base) : raw.len;

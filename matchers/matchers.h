@@ -203,11 +203,30 @@ const mg_str_t *mg_ctx_get_header(const mg_ctx_t *ctx, mg_str_t name);
 
 /*
  * Normalizes a request path (without query) into `out`, which must hold `len + 1` bytes:
- * percent-encoded unreserved characters are decoded (other escapes kept, hex upper-cased),
- * "//" collapses, "." and ".." segments are resolved. Returns the length written, or -1
- * when the path does not start with '/', or when ".." would climb above the root.
+ * percent-encoded unreserved characters are decoded (other escapes kept, hex upper-cased, so
+ * "%2F" stays an escape and never becomes a segment boundary), "//" collapses, dot segments
+ * (see mg_path_dot_segment: ".", "..", ".;x", "..;x" once decoded) are resolved. Returns the
+ * length written, or -1 when the path does not start with '/', has a malformed escape, or
+ * when ".." would climb above the root.
  */
 long mg_path_normalize(const char *in, size_t len, char *out);
+
+/* mg_path_normalize_ex flags. The client's path is refused when it holds '\', %2F or %5C
+ * (limits.escaped_slashes: reject); paths the gateway makes itself keep them. */
+#define MG_PATH_REJECT_ESCAPED_SLASHES 1
+/* mg_path_normalize_ex's result when MG_PATH_REJECT_ESCAPED_SLASHES refused the path. */
+#define MG_PATH_ESCAPED_SLASH (-2)
+
+/* mg_path_normalize with `flags`; -1 as mg_path_normalize, or MG_PATH_ESCAPED_SLASH. */
+long mg_path_normalize_ex(const char *in, size_t len, char *out, int flags);
+
+/*
+ * 1 or 2 when segment s[0..len) (no '/' inside) is a dot segment, "." or "..": its name, the
+ * part before its first ';', is one or two dots, each written '.' or "%2E" (either case).
+ * ".;x" and "..;jsessionid=1" are dot segments (Tomcat and Spring drop ";params" before
+ * resolving dots); "...", ".x", "%252E" and "" are not (0).
+ */
+int mg_path_dot_segment(const char *s, size_t len);
 
 /* The value of hexadecimal digit `c` (either case), or -1. */
 int mg_hex_value(char c);
@@ -333,8 +352,22 @@ size_t mg_matcher_describe_child(char *buf, size_t size, size_t off, const mg_ma
  * and, for a prefix, without its trailing '/' ("/" is ""). A prefix holds on segment
  * boundaries and binds `remainder` (still %-encoded, MG_VAR_ENCODED); a full variable table
  * makes it fail. path.c's matcher and the route index's fast path both answer through it.
+ *
+ * `value` holds no ';'. The path is compared as its "key" (see mg_path_skip_params): with the
+ * ";params" of its segments ignored, so "/admin;x" and "/admin;x/y" are under {prefix: /admin},
+ * as Tomcat and Spring resolve them. `remainder` is a slice of the path itself, params kept
+ * ("/y" for "/admin;x/y").
  */
 int mg_path_test(mg_str_t value, int prefix, mg_ctx_t *ctx);
+
+/*
+ * Walking a normalized path as its key, the text path conditions and the route index compare:
+ * every segment's ";params" dropped, and a segment left empty by that ("/;x/") collapsed like
+ * "//" (a last one leaves its '/': "/a/;x" is "/a/"). Returns the first index at or after `i`
+ * whose byte belongs to the key (i itself when path[i] is not ';'), or path.len. Call it
+ * before reading each byte: the key is the bytes read that way.
+ */
+size_t mg_path_skip_params(mg_str_t path, size_t i);
 
 /*
  * Regular expressions (regex.c): PCRE2, compiled and JIT-compiled at load. Matching uses match

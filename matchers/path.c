@@ -6,6 +6,10 @@
  * A prefix matches on segment boundaries ("/api" matches /api and /api/x, not /apix) and
  * binds `remainder` to what follows it, so "/v2${remainder}" rewrites /api/x to /v2/x.
  *
+ * Exact paths and prefixes ignore ";params" in the request's segments (mg_path_skip_params):
+ * a backend such as Tomcat serves "/admin;jsessionid=1" as "/admin", so a route that guards
+ * /admin must see it as /admin too. The path forwarded keeps the params.
+ *
  * A regex runs on the normalized path as it is (escapes other than those of unreserved
  * characters still there), so its named groups are bound as encoded slices (MG_VAR_ENCODED).
  */
@@ -31,6 +35,12 @@ static int mg_path_check(const mg_node_t *node, const char *s, mg_errors_t *errs
     }
     if (strlen(s) != node->u.scalar.len || strpbrk(s, "?#") != NULL) {
         mg_errors_add(errs, node, "a path cannot contain '?', '#' or NUL (the query is matched with 'query')");
+        return -1;
+    }
+    if (strchr(s, ';') != NULL) {
+        mg_errors_add(errs, node,
+                      "a path cannot contain ';': paths are compared without their ';' parameters (match "
+                      "parameters with a regex)");
         return -1;
     }
     return 0;
@@ -87,17 +97,54 @@ static int mg_path_compile(mg_matcher_t *self, const mg_node_t *arg, mg_errors_t
     return -1;
 }
 
+size_t mg_path_skip_params(mg_str_t path, size_t i)
+{
+    while (i < path.len && path.base[i] == ';') {
+        size_t start = i;
+        while (i < path.len && path.base[i] != '/')
+            ++i;
+        /* Only a segment that was nothing but params also loses its '/': the one before it is
+         * already part of the key. */
+        if (i == path.len || start == 0 || path.base[start - 1] != '/')
+            break;
+        ++i;
+    }
+    return i;
+}
+
+/* Where the key of ctx->path stops matching `value`'s bytes: the index in the path after the
+ * last byte of `value`, or SIZE_MAX when the key does not start with `value`. */
+static size_t mg_path_key_prefix(mg_str_t path, mg_str_t value)
+{
+    size_t i = 0;
+    for (size_t j = 0;; ++i, ++j) {
+        i = mg_path_skip_params(path, i);
+        if (j == value.len)
+            return i;
+        if (i == path.len || path.base[i] != value.base[j])
+            return SIZE_MAX;
+    }
+}
+
+/* mg_path_key_prefix for a path with no ';' (the common case): one memcmp. */
+static size_t mg_path_plain_prefix(mg_str_t path, mg_str_t value)
+{
+    return path.len >= value.len && (value.len == 0 || memcmp(path.base, value.base, value.len) == 0) ? value.len : SIZE_MAX;
+}
+
 int mg_path_test(mg_str_t value, int prefix, mg_ctx_t *ctx)
 {
     mg_str_t path = ctx->path;
-    if (path.len < value.len || (value.len != 0 && memcmp(path.base, value.base, value.len) != 0))
+    int params = path.len != 0 && memchr(path.base, ';', path.len) != NULL;
+    size_t end = params ? mg_path_key_prefix(path, value) : mg_path_plain_prefix(path, value);
+    if (end == SIZE_MAX)
         return 0;
     if (!prefix)
-        return path.len == value.len;
-    if (path.len != value.len && path.base[value.len] != '/')
+        return end == path.len;
+    if (end != path.len && path.base[end] != '/')
         return 0;
     /* A full variable table fails the match rather than hand a template an unbound name. */
-    mg_str_t remainder = value.len != 0 ? mg_str(path.base + value.len, path.len - value.len) : path;
+    mg_str_t remainder = value.len != 0 ? mg_str(path.base + end, path.len - end) : path;
     return mg_ctx_set_var_flags(ctx, MG_STR("remainder"), remainder, MG_VAR_ENCODED) == 0;
 }
 

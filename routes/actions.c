@@ -300,8 +300,6 @@ static int mg_apply_fail(mg_ctx_t *ctx, mg_route_result_t *res, const char *fmt,
     return -1;
 }
 
-static const char *const mg_crlf = "the value would contain CR, LF or NUL";
-
 static int mg_header_named(const mg_header_t *h, mg_str_t name)
 {
     return h->name.len == name.len && strncasecmp(h->name.base, name.base, name.len) == 0;
@@ -335,8 +333,9 @@ static void mg_apply_header_edit(const mg_action_t *a, mg_str_t value, mg_ctx_t 
 static int mg_apply_rewrite_path(const mg_action_t *a, mg_ctx_t *ctx, mg_route_result_t *res)
 {
     mg_str_t path;
-    if (mg_template_expand(a->value, ctx, &path) != 0)
-        return mg_apply_fail(ctx, res, "rewrite_path: %s", mg_crlf);
+    int err = mg_template_expand(a->value, ctx, &path);
+    if (err != 0)
+        return mg_apply_fail(ctx, res, "rewrite_path: %s", mg_template_strerror(err));
     if (path.len == 0 || path.base[0] != '/') {
         /* The template starts with a variable whose value has no leading '/'. */
         char *p = mg_alloc(&ctx->alloc, path.len + 2);
@@ -356,11 +355,12 @@ static int mg_apply_action(const mg_action_t *a, mg_ctx_t *ctx, mg_route_result_
 {
     static const char *const names[] = {"set_header", "add_header", "remove_header", "rewrite_path", "set_method", "set_query"};
     mg_str_t value = MG_STR_NULL;
+    int err;
     switch (a->kind) {
     case MG_ACTION_SET_HEADER:
     case MG_ACTION_ADD_HEADER:
-        if (mg_template_expand(a->value, ctx, &value) != 0)
-            return mg_apply_fail(ctx, res, "%s '%s': %s", names[a->kind], a->name.base, mg_crlf);
+        if ((err = mg_template_expand(a->value, ctx, &value)) != 0)
+            return mg_apply_fail(ctx, res, "%s '%s': %s", names[a->kind], a->name.base, mg_template_strerror(err));
         /* fallthrough */
     case MG_ACTION_REMOVE_HEADER:
         mg_apply_header_edit(a, value, ctx, res);
@@ -371,8 +371,8 @@ static int mg_apply_action(const mg_action_t *a, mg_ctx_t *ctx, mg_route_result_
         ctx->method = a->name;
         return 0;
     case MG_ACTION_SET_QUERY:
-        if (mg_template_expand(a->value, ctx, &ctx->query) != 0)
-            return mg_apply_fail(ctx, res, "set_query: %s", mg_crlf);
+        if ((err = mg_template_expand(a->value, ctx, &ctx->query)) != 0)
+            return mg_apply_fail(ctx, res, "set_query: %s", mg_template_strerror(err));
         return 0;
     }
     return 0;
@@ -395,8 +395,9 @@ static int mg_apply_forward_host(const mg_route_t *r, mg_ctx_t *ctx, mg_route_re
 {
     if (r->forward.host == NULL)
         return 0;
-    if (mg_template_expand(r->forward.host, ctx, &res->host) != 0)
-        return mg_apply_fail(ctx, res, "forward.host: %s", mg_crlf);
+    int err = mg_template_expand(r->forward.host, ctx, &res->host);
+    if (err != 0)
+        return mg_apply_fail(ctx, res, "forward.host: %s", mg_template_strerror(err));
     for (size_t i = 0; i != res->host.len; ++i) {
         unsigned char c = (unsigned char)res->host.base[i];
         if (c <= 0x20 || c == 0x7f || strchr("/?#@\\", c) != NULL)
@@ -407,8 +408,9 @@ static int mg_apply_forward_host(const mg_route_t *r, mg_ctx_t *ctx, mg_route_re
 
 static int mg_apply_redirect(const mg_route_t *r, mg_ctx_t *ctx, mg_route_result_t *res)
 {
-    if (mg_template_expand(r->redirect.location, ctx, &res->location) != 0)
-        return mg_apply_fail(ctx, res, "redirect location: %s", mg_crlf);
+    int err = mg_template_expand(r->redirect.location, ctx, &res->location);
+    if (err != 0)
+        return mg_apply_fail(ctx, res, "redirect location: %s", mg_template_strerror(err));
     if (res->location.len == 0)
         return mg_apply_fail(ctx, res, "redirect location: the value is empty");
     return 0;

@@ -372,9 +372,10 @@ static void mg_index_want(mg_index_lookups_t *l, const mg_route_index_t *index, 
 }
 
 /*
- * Walks the path once, carrying its hash: at every segment boundary (the end, or before a
- * '/') of a depth at which prefixes are filed, wants that prefix's lists; at the end, the
- * exact path's. The walk stops early when no deeper prefix and no exact path is filed.
+ * Walks the path's key once (mg_path_skip_params: its ";params" ignored, as path conditions
+ * ignore them), carrying its hash: at every segment boundary (the end, or before a '/') of a
+ * depth at which prefixes are filed, wants that prefix's lists; at the end, the exact path's.
+ * The walk stops early when no deeper prefix and no exact path is filed.
  */
 static void mg_index_want_paths(mg_index_lookups_t *l, const mg_route_index_t *index, mg_str_t path, uint64_t host_hash)
 {
@@ -384,7 +385,8 @@ static void mg_index_want_paths(mg_index_lookups_t *l, const mg_route_index_t *i
         return;
     uint32_t deepest = mask != 0 ? 31 - (uint32_t)__builtin_clz(mask) : 0, depth = 0;
     uint64_t h = MG_HASH_INIT;
-    for (size_t i = 0;; ++i) {
+    /* The path's key (";params" skipped), as mg_path_test compares it. */
+    for (size_t i = mg_path_skip_params(path, 0);; i = mg_path_skip_params(path, i + 1)) {
         if ((i == path.len || path.base[i] == '/') && depth <= deepest) {
             if (host_mask >> depth & 1)
                 mg_index_want(l, index, h, host_hash, MG_INDEX_PREFIX);

@@ -34,6 +34,11 @@ void mg_doc_free(mg_doc_t *doc);
  * the message (the `known` callback admits it; the gateway binds it as the variable
  * "msg.<field>", a plain value). Where a value lands decides its encoding: a
  * path or query target gets other values percent-encoded, a header gets decoded values.
+ *
+ * In a path (and a URL before its '?'), a value that is not a slice of the request path is one
+ * segment's content ('/' and '\' encoded), and no segment a variable touches may be a dot
+ * segment ("..", ".;x", "%2E%2E"...): so the text before a template's first variable is always
+ * the start of the path it makes (see docs/configuration.md, "Templates").
  */
 typedef enum mg_template_target {
     MG_TARGET_HEADER, /* a header value (also forward.host) */
@@ -51,9 +56,17 @@ typedef int (*mg_template_known_t)(void *arg, mg_str_t name);
  * name is an error at the node naming the variable. */
 mg_template_t *mg_template_compile(const mg_node_t *node, mg_template_target_t target, mg_template_known_t known, void *arg,
                                    mg_errors_t *errs);
-/* Expands into ctx->alloc memory. -1 when the value would contain CR, LF or NUL (the request
- * gets a 400 and nothing is sent). */
+/* Why mg_template_expand refused a value; the request gets a 400 and nothing is sent. */
+enum {
+    MG_TEMPLATE_CRLF = -1,        /* a value would put CR, LF or NUL anywhere */
+    MG_TEMPLATE_CONTROL = -2,     /* a header value would hold another control character than tab (0x01-0x1F, 0x7F) */
+    MG_TEMPLATE_DOT_SEGMENT = -3, /* in a path, a segment a variable touches would be "." or ".." (mg_path_dot_segment) */
+};
+
+/* Expands into ctx->alloc memory (NUL-terminated). 0, or one of the MG_TEMPLATE_* errors. */
 int mg_template_expand(const mg_template_t *t, const mg_ctx_t *ctx, mg_str_t *out);
+/* What an MG_TEMPLATE_* error means, for the client's 400 ("the value would contain ..."). */
+const char *mg_template_strerror(int err);
 /* The template as written. */
 mg_str_t mg_template_source(const mg_template_t *t);
 void mg_template_free(mg_template_t *t);

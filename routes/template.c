@@ -13,8 +13,18 @@
  *   encoded (${path}, remainder, path captures: slices of the request path): inserted as they
  *           are into a path, query or URL, percent-decoded into a header;
  *   form    (${query.<name>}): decoded ('+' is a space), then treated as plain;
- *   opaque  (${query}): inserted as it is everywhere.
- * Whatever the form, the decoded value must not contain CR, LF or NUL: expansion fails.
+ *   opaque  (${query}): inserted as it is everywhere, but a path gets its '/' and '\' encoded.
+ * Whatever the form, the decoded value must not contain CR, LF or NUL: expansion fails; nor may
+ * a header value hold any other control character but tab.
+ *
+ * Paths (and a URL before its '?'): only slices of the request path may span segments; every
+ * other value is one segment's content, its '/' and '\' percent-encoded (a backend that treats
+ * '\' as '/' must not see a new segment either). And after expansion, a segment that a
+ * variable touched (holds one of its bytes, or the place of an empty one) may not be a dot
+ * segment ("..", ".", "..;x", "%2E%2E"...): expansion fails. Encoding the dots instead would not
+ * do: "%2E%2E" is ".." to every backend that normalizes (RFC 3986 6.2.2.2). Dot segments
+ * written in the template itself are the author's and are resolved when the path is normalized.
+ * Together: the text before a path template's first variable is always the start of the path.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +53,8 @@ typedef struct mg_piece {
 
 struct mg_template {
     mg_template_target_t target;
-    char *source; /* as written, NUL-terminated */
+    size_t num_vars; /* pieces that are not literals */
+    char *source;    /* as written, NUL-terminated */
     size_t source_len;
     char *strings; /* literal texts ("$$" unescaped) and names */
     mg_piece_t *pieces;
@@ -101,6 +112,7 @@ static void mg_add_piece(mg_template_builder_t *b, mg_piece_kind_t kind, mg_str_
     /* Values go into a URL as into a path, or as into a query after its '?'. */
     mg_template_target_t target = b->target != MG_TARGET_URL ? b->target : b->in_query ? MG_TARGET_QUERY : MG_TARGET_PATH;
     b->t->pieces[b->t->num_pieces++] = (mg_piece_t){kind, target, may_be_bound, text};
+    b->t->num_vars += kind != MG_PIECE_LITERAL;
 }
 
 int mg__is_tchar(char c)
@@ -424,14 +436,15 @@ static int mg_is_unreserved(unsigned char c)
            c == '~';
 }
 
-/* Whether a plain byte is written as it is into `target` (else it is %-encoded). */
+/* Whether a plain byte is written as it is into `target` (else it is %-encoded). In a path,
+ * '/' and '\' are encoded: a plain value is one segment's content. */
 static int mg_keeps(mg_template_target_t target, unsigned char c)
 {
     if (mg_is_unreserved(c))
         return 1;
     if (target == MG_TARGET_QUERY)
         return c != '\0' && strchr("/:@?!$'()*,;", c) != NULL;
-    return c != '\0' && strchr("!$&'()*+,;=:@/", c) != NULL; /* sub-delims, ':', '@', '/' */
+    return c != '\0' && strchr("!$&'()*+,;=:@", c) != NULL; /* sub-delims, ':', '@' */
 }
 
 static char *mg_put_escaped(char *out, unsigned char c)
@@ -443,12 +456,14 @@ static char *mg_put_escaped(char *out, unsigned char c)
     return out;
 }
 
-/* A raw slice: as it is, but a '?' or '#' would end a path early and a '#' a query. */
-static char *mg_put_raw(char *out, const char *s, size_t len, mg_template_target_t target)
+/* A raw slice: as it is, but a '?' or '#' would end a path early and a '#' a query; with
+ * `segment`, a '/' or '\' would start a new path segment. */
+static char *mg_put_raw(char *out, const char *s, size_t len, mg_template_target_t target, int segment)
 {
     for (size_t i = 0; i != len; ++i) {
         unsigned char c = (unsigned char)s[i];
-        if ((c == '#' && target != MG_TARGET_HEADER) || (c == '?' && target == MG_TARGET_PATH))
+        if ((c == '#' && target != MG_TARGET_HEADER) || (c == '?' && target == MG_TARGET_PATH) ||
+            (segment && (c == '/' || c == '\\')))
             out = mg_put_escaped(out, c);
         else
             *out++ = (char)c;
@@ -466,14 +481,78 @@ static char *mg_put_value(char *out, mg_value_t v, mg_template_target_t target)
         unsigned char c = decode ? mg_next_decoded(v.s, &i, v.form == MG_FORM_QUERY_VALUE) : (unsigned char)v.s.base[i++];
         if (c == '\r' || c == '\n' || c == '\0')
             return NULL;
-        if (raw)
-            out = mg_put_raw(out, v.s.base + start, i - start, target);
+        if (raw) /* ${query} is no slice of the path: in one, it is one segment too */
+            out = mg_put_raw(out, v.s.base + start, i - start, target, v.form == MG_FORM_OPAQUE && target == MG_TARGET_PATH);
         else if (target == MG_TARGET_HEADER || mg_keeps(target, c))
             *out++ = (char)c;
         else
             out = mg_put_escaped(out, c);
     }
     return out;
+}
+
+/* Where a variable's value landed in the output: bytes [start, end), empty when end == start. */
+typedef struct mg_span {
+    size_t start, end;
+} mg_span_t;
+
+/* A header value is checked whole, whatever its parts' forms (literals were checked at load):
+ * RFC 9110 5.5 allows tab, and no other control character. */
+static int mg_check_header(const char *s, size_t len)
+{
+    for (size_t i = 0; i != len; ++i) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\r' || c == '\n' || c == '\0')
+            return MG_TEMPLATE_CRLF;
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return MG_TEMPLATE_CONTROL;
+    }
+    return 0;
+}
+
+/*
+ * The path's segments (up to a URL's '?' or '#'), each with its ending '/' or end: none that a
+ * variable's span touches may be a dot segment. Touching includes an empty span at either end
+ * ("/..${x}" with x empty is a variable's ".."). Spans are in order and do not overlap.
+ */
+static int mg_check_segments(const char *s, size_t len, const mg_span_t *spans, size_t num_spans)
+{
+    size_t k = 0;
+    for (size_t a = 0;;) {
+        size_t b = a;
+        while (b != len && s[b] != '/' && s[b] != '?' && s[b] != '#')
+            ++b;
+        while (k != num_spans && spans[k].end < a)
+            ++k;
+        if (k != num_spans && spans[k].start <= b && mg_path_dot_segment(s + a, b - a) != 0)
+            return MG_TEMPLATE_DOT_SEGMENT;
+        if (b == len || s[b] != '/')
+            return 0;
+        a = b + 1;
+    }
+}
+
+/* Writes the pieces at buf; the end, or NULL with *err set. `spans` (NULL: not wanted) gets
+ * where each variable landed. */
+static char *mg_put_pieces(const mg_template_t *t, const mg_ctx_t *ctx, char *buf, mg_span_t *spans, int *err)
+{
+    char *end = buf;
+    for (size_t i = 0; i != t->num_pieces; ++i) {
+        const mg_piece_t *p = &t->pieces[i];
+        if (p->kind == MG_PIECE_LITERAL) {
+            memcpy(end, p->text.base, p->text.len);
+            end += p->text.len;
+            continue;
+        }
+        char *start = end;
+        if ((end = mg_put_value(end, mg_piece_value(p, ctx), p->target)) == NULL) {
+            *err = MG_TEMPLATE_CRLF;
+            return NULL;
+        }
+        if (spans != NULL)
+            *spans++ = (mg_span_t){(size_t)(start - buf), (size_t)(end - buf)};
+    }
+    return end;
 }
 
 int mg_template_expand(const mg_template_t *t, const mg_ctx_t *ctx, mg_str_t *out)
@@ -484,22 +563,30 @@ int mg_template_expand(const mg_template_t *t, const mg_ctx_t *ctx, mg_str_t *ou
         const mg_piece_t *p = &t->pieces[i];
         room += p->kind == MG_PIECE_LITERAL ? p->text.len : 3 * mg_piece_value(p, ctx).s.len; /* %XX at most triples */
     }
-    char *buf = mg_alloc(&ctx->alloc, room), *end = buf;
-    for (size_t i = 0; i != t->num_pieces; ++i) {
-        const mg_piece_t *p = &t->pieces[i];
-        if (p->kind == MG_PIECE_LITERAL) {
-            memcpy(end, p->text.base, p->text.len);
-            end += p->text.len;
-        } else if ((end = mg_put_value(end, mg_piece_value(p, ctx), p->target)) == NULL) {
-            return -1;
-        }
-    }
-    /* A header value is checked whole, whatever its parts' forms (literals were checked at load). */
-    if (t->target == MG_TARGET_HEADER &&
-        (memchr(buf, '\r', (size_t)(end - buf)) != NULL || memchr(buf, '\n', (size_t)(end - buf)) != NULL ||
-         memchr(buf, '\0', (size_t)(end - buf)) != NULL))
-        return -1;
+    int path = t->target == MG_TARGET_PATH || t->target == MG_TARGET_URL, err = 0;
+    mg_span_t *spans = path && t->num_vars != 0 ? mg_alloc(&ctx->alloc, t->num_vars * sizeof(*spans)) : NULL;
+    char *buf = mg_alloc(&ctx->alloc, room), *end = mg_put_pieces(t, ctx, buf, spans, &err);
+    if (end == NULL)
+        return err;
+    size_t len = (size_t)(end - buf);
+    if (t->target == MG_TARGET_HEADER && (err = mg_check_header(buf, len)) != 0)
+        return err;
+    if (spans != NULL && (err = mg_check_segments(buf, len, spans, t->num_vars)) != 0)
+        return err;
     *end = '\0';
-    *out = mg_str(buf, (size_t)(end - buf));
+    *out = mg_str(buf, len);
     return 0;
+}
+
+const char *mg_template_strerror(int err)
+{
+    switch (err) {
+    case MG_TEMPLATE_CRLF:
+        return "the value would contain CR, LF or NUL";
+    case MG_TEMPLATE_CONTROL:
+        return "the value would contain a control character (a header value allows tab and no other)";
+    case MG_TEMPLATE_DOT_SEGMENT:
+        return "a variable would make a '.' or '..' path segment";
+    }
+    return "the value cannot be made";
 }

@@ -5,6 +5,8 @@
  *     and leave the same variables: the index may only skip routes that cannot match;
  *   - applying the chosen route either refuses the request (400) or yields a path that is
  *     normalized and headers, host and location free of CR, LF and NUL.
+ * Request paths include ";params" segments, so the index's walk of a path's key is compared
+ * with the conditions' (fuzz_template checks the template rules themselves).
  * The tree is written as YAML and compiled by the real loader, so every condition kind,
  * action and template goes through the code users' files go through.
  */
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "routes/routes.h"
+#include "arena.h"
 
 /* ---------------------------------------------------------------------------------------
  * Drawing choices from the input
@@ -148,23 +151,12 @@ static void put_routes(draw_t *d, text_t *t, int depth, unsigned *serial)
 /* ---------------------------------------------------------------------------------------
  * The request
  */
-static char arena[1 << 20];
-static size_t arena_used;
-
-static void *arena_alloc(void *arg, size_t size)
-{
-    size = (size + 15) & ~(size_t)15;
-    if (arena_used + size > sizeof(arena))
-        abort(); /* inputs are bounded by -max_len: this would be a runaway expansion */
-    void *p = arena + arena_used;
-    arena_used += size;
-    return p;
-}
-
 static const char *const methods[] = {"GET", "POST", "PUT", "DELETE", "HEAD"};
 static const char *const hosts[] = {"a.example.com", "b.example.com", "x.a.example.com", "example.com", ""};
-static const char *const segments[] = {"/a", "/b", "/ab", "/c", "/..", "/.", "//", "/%2e%2e", "/%0d%0a", "/%41", "/", "/x%2Fy"};
-static const char *const queries[] = {"", "q=1", "q=%0d%0a", "a=b&q=2", "q", "q=%2e%2e", "q=a+b&q=3"};
+/* ";params" segments exercise the index's walk of the path's key (mg_path_skip_params). */
+static const char *const segments[] = {"/a",   "/b", "/ab",    "/c",   "/..", "/.",    "//",  "/%2e%2e", "/%0d%0a",
+                                       "/%41", "/",  "/x%2Fy", "/a;x", "/;p", "/..;x", "/b;", "/.;"};
+static const char *const queries[] = {"", "q=1", "q=%0d%0a", "a=b&q=2", "q", "q=%2e%2e", "q=a+b&q=3", "q=..%2F..%2Fa", "q=..;x"};
 static const mg_header_t header_pool[] = {{{"x-a", 3}, {"v", 1}},     {{"x-a", 3}, {"vx", 2}},   {{"x-a", 3}, {"xv", 2}},
                                           {{"x-b", 3}, {"", 0}},      {{"x-a", 3}, {"a\tb", 3}}, {{"cookie", 6}, {"c=1", 3}},
                                           {{"x-a", 3}, {"%0d%0a", 6}}};

@@ -195,14 +195,18 @@ def test_crlf_in_a_value_is_400_and_nothing_is_sent(start_gateway, backend, tmp_
 
 
 def test_rewrite_leaving_the_root_is_400(start_gateway, backend):
-    routes = [{"name": "up", "actions": [{"rewrite_path": "/base/${query.dir}/x"}], "forward": "b"}]
+    routes = [{"name": "up", "match": {"path": "/up"}, "actions": [{"rewrite_path": "/../${query.dir}"}], "forward": "b"},
+              {"name": "base", "actions": [{"rewrite_path": "/base/${query.dir}/x"}], "forward": "b"}]
     gw = start(start_gateway, routes, backend.url)
 
-    reason = assert_bad_request(*request(gw.port, "GET", "/any?dir=../../etc"))
-
+    # the template's own ".." climbs above the root
+    reason = assert_bad_request(*request(gw.port, "GET", "/up?dir=x"))
     assert "rewrite_path: the new path is invalid" in reason
-    assert request(gw.port, "GET", "/any?dir=../sub")[0] == 200
-    assert backend.wait_for("/sub/x").query == "dir=../sub"
+    # a value cannot climb: it is one segment, and never a dot segment
+    reason = assert_bad_request(*request(gw.port, "GET", "/any?dir=.."))
+    assert "rewrite_path: a variable would make a '.' or '..' path segment" in reason
+    assert request(gw.port, "GET", "/any?dir=../../etc")[0] == 200
+    assert backend.wait_for("/base/..%2F..%2Fetc/x").query == "dir=../../etc"
     assert len(backend.received()) == 1
 
 

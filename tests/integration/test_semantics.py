@@ -265,7 +265,8 @@ def test_query_strings_forwarded_byte_for_byte(start_gateway, backend):
     ("/api/x/../y/.", "/api/y/"),
     ("/api/%7Euser", "/api/~user"),
     ("/api/%61%62c", "/api/abc"),
-    ("/api/a%2Fb", "/api/a%2Fb"),
+    ("/api/a%3Bb;c=1", "/api/a%3Bb;c=1"),  # %2F is refused by default: test_path_hardening.py
+    ("/api/x/..;/y", "/api/y"),
     ("/api/a%20b", "/api/a%20b"),
     ("/other/../api/x", "/api/x"),
     ("//api///x", "/api/x"),

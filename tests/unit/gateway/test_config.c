@@ -66,6 +66,7 @@ Test(config, defaults)
     cr_assert_eq(conf->limits.max_header_size, 64 * 1024);
     cr_assert_eq(conf->limits.client_idle_timeout_ms, 60000);
     cr_assert_eq(conf->limits.max_http2_streams, 100);
+    cr_assert_eq(conf->limits.keep_escaped_slashes, 0, "escaped slashes are rejected by default");
     cr_assert_eq(conf->num_backends, 0);
     cr_assert_eq(mg_routes_count(conf->routes), 1);
     cr_assert_str_eq(conf->file, "gw.yaml");
@@ -150,6 +151,7 @@ static const char full[] = "listen:\n"
                            "  max_header_size: 8KiB\n"
                            "  client_idle_timeout: 2m\n"
                            "  max_http2_streams: 16\n"
+                           "  escaped_slashes: keep\n"
                            "backends:\n"
                            "  crm:\n"
                            "    servers:\n"
@@ -231,6 +233,7 @@ Test(config, every_setting_from_a_file)
     cr_assert_eq(conf->limits.max_header_size, 8192);
     cr_assert_eq(conf->limits.client_idle_timeout_ms, 120000);
     cr_assert_eq(conf->limits.max_http2_streams, 16);
+    cr_assert_eq(conf->limits.keep_escaped_slashes, 1);
     remove_full_config(dir);
     free(path);
 }
@@ -461,6 +464,10 @@ static const bad_config_t bad_configs[] = {
     {"limits: {max_header_sise: 1KiB}\n" BASE, "gw.yaml:1:10: unknown key 'max_header_sise' (did you mean 'max_header_size'?)"},
     {"limits: {client_idle_timeout: 0s}\n" BASE, "gw.yaml:1:31: client_idle_timeout must be greater than 0"},
     {"limits: {max_http2_streams: 1000}\n" BASE, "gw.yaml:1:29: expected an integer between 1 and 256, got '1000'"},
+    {"limits: {escaped_slashes: rejekt}\n" BASE, "gw.yaml:1:27: unknown escaped_slashes 'rejekt' (did you mean 'reject'?)"},
+    {"limits: {escaped_slashes: decode}\n" BASE, "gw.yaml:1:27: unknown escaped_slashes 'decode' (expected reject or keep)"},
+    {"limits: {escaped_slashes: [keep]}\n" BASE, "gw.yaml:1:27: expected a string, got a sequence"},
+    {"limits: {escaped_slash: keep}\n" BASE, "gw.yaml:1:10: unknown key 'escaped_slash' (did you mean 'escaped_slashes'?)"},
     /* backends */
     {"backends: [crm]\n" BASE, "gw.yaml:1:11: expected a mapping, got a sequence"},
     {BACKEND("\"http://a:1\""), "gw.yaml:2:8: expected a mapping, got a scalar"},

@@ -227,6 +227,37 @@ Test(identify, bad_names_are_refused)
     expect_tenant("example.com", "/t/a%00b/x", NULL, -1, NULL);
 }
 
+/* A tenant name is a quota key and often a path segment: one that could name another tenant's
+ * path ('/', '\', ".", "..") is refused, from any rule, never encoded. */
+Test(identify, names_that_could_climb_are_refused)
+{
+    load(RULES);
+    static const char *const headers[] = {"a/b", "../globex", "/", "a\\b", "..\\globex", ".", ".."};
+    for (size_t i = 0; i != sizeof(headers) / sizeof(headers[0]); ++i)
+        expect_tenant("x", "/", headers[i], -1, NULL);
+    /* the path rule's group is decoded first */
+    expect_tenant("example.com", "/t/a%2F..%2Fglobex/x", NULL, -1, NULL);
+    expect_tenant("example.com", "/t/a%2f..%2fglobex/x", NULL, -1, NULL);
+    expect_tenant("example.com", "/t/..%5Cglobex/x", NULL, -1, NULL);
+    expect_tenant("example.com", "/t/%2E%2E/x", NULL, -1, NULL);
+    expect_tenant("example.com", "/t/%2e/x", NULL, -1, NULL);
+    /* dots inside a name are fine */
+    expect_tenant("x", "/", "a.b", 1, "a.b");
+    expect_tenant("x", "/", "...", 1, "...");
+    expect_tenant("example.com", "/t/..a/x", NULL, 1, "..a");
+    expect_tenant("example.com", "/t/a%2Eb/x", NULL, 1, "a.b");
+}
+
+Test(identify, a_host_rule_that_captures_anything_is_checked_too)
+{
+    load(TENANTS("  identify:\n"
+                 "    - host: '^(?<tenant>.+)\\.example\\.com$'\n"));
+    expect_tenant("a.example.com", "/", NULL, 1, "a");
+    expect_tenant("...example.com", "/", NULL, -1, NULL);
+    expect_tenant("a/b.example.com", "/", NULL, -1, NULL);
+    expect_tenant("a\\b.example.com", "/", NULL, -1, NULL);
+}
+
 Test(identify, no_section_no_tenant)
 {
     load(BASE);

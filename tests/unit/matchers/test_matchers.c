@@ -138,6 +138,61 @@ Test(matchers, path_prefix_trailing_slash_and_root)
     cr_expect_str_eq(rem, "/anything/at/all");
 }
 
+/* ";params" of the request's segments are not part of what exact paths and prefixes compare
+ * (Tomcat and Spring drop them); `remainder` is a slice of the path as it is, params kept. */
+Test(matchers, path_params_are_ignored)
+{
+    static const struct {
+        const char *cond, *path, *remainder; /* remainder NULL: no match */
+    } cases[] = {
+        {"{path: /admin}", "/admin;x", "-"},
+        {"{path: /admin}", "/admin;", "-"},
+        {"{path: /a/admin}", "/a;x/admin;y", "-"},
+        {"{path: /a/admin}", "/a/;x/admin", "-"},
+        {"{path: /a/admin}", "/;x/a/;y/;z/admin", "-"},
+        {"{path: /admin}", "/admin;x/", NULL},
+        {"{path: /admin}", "/adm;x/in", NULL},
+        {"{path: /admin}", "/admin/;x", NULL}, /* a trailing '/' */
+        {"{path: /admin/}", "/admin/;x", "-"},
+        {"{path: /admin}", "/admin%3Bx", NULL},
+        {"{path: /}", "/;x", "-"},
+        {"{path: {prefix: /admin}}", "/admin;x", ""},
+        {"{path: {prefix: /admin}}", "/admin;x/y;z", "/y;z"},
+        {"{path: {prefix: /admin}}", "/admin/;x/y", "/;x/y"},
+        {"{path: {prefix: /a/admin}}", "/a;x/admin;y/z", "/z"},
+        {"{path: {prefix: /admin}}", "/adminx;y", NULL},
+        {"{path: {prefix: /admin}}", "/admi;n", NULL},
+        {"{path: {prefix: /}}", "/;x/y", "/;x/y"},
+    };
+    for (size_t i = 0; i != sizeof(cases) / sizeof(cases[0]); ++i) {
+        const char *rem;
+        int m = matches(cases[i].cond, "GET", cases[i].path, &rem);
+        cr_expect_eq(m, cases[i].remainder != NULL, "%s on %s", cases[i].cond, cases[i].path);
+        if (m && cases[i].remainder != NULL)
+            cr_expect_str_eq(rem, cases[i].remainder, "%s on %s", cases[i].cond, cases[i].path);
+    }
+    /* a regex sees the path as it is, params included */
+    cr_expect_not(matches("{path: {regex: '^/admin$'}}", "GET", "/admin;x", NULL));
+    cr_expect(matches("{path: {regex: '^/admin(;[^/]*)?$'}}", "GET", "/admin;x", NULL));
+}
+
+Test(matchers, path_skip_params_walks_the_key)
+{
+    static const struct {
+        const char *path, *key;
+    } cases[] = {{"/a;x/b", "/a/b"},   {"/a/;x/b", "/a/b"}, {"/a/;x", "/a/"}, {"/;x", "/"},         {"/a;", "/a"},
+                 {"/a;x;y/b", "/a/b"}, {"/;a/;b/c", "/c"},  {"/a/b", "/a/b"}, {"/a%3Bx", "/a%3Bx"}, {"/;a/;b/", "/"}};
+    for (size_t i = 0; i != sizeof(cases) / sizeof(cases[0]); ++i) {
+        mg_str_t path = mg_str(cases[i].path, strlen(cases[i].path));
+        char key[64];
+        size_t n = 0;
+        for (size_t j = mg_path_skip_params(path, 0); j != path.len; j = mg_path_skip_params(path, j + 1))
+            key[n++] = path.base[j];
+        key[n] = '\0';
+        cr_expect_str_eq(key, cases[i].key, "%s", cases[i].path);
+    }
+}
+
 Test(matchers, path_in_config_is_normalized)
 {
     cr_expect(matches("{path: '/a/%7euser/./x/../y'}", "GET", "/a/~user/y", NULL));
@@ -276,6 +331,10 @@ Test(compile_errors, path)
 {
     EXPECT_ERRORS("{path: x}", "test.yaml:1:8: a path must start with '/'");
     EXPECT_ERRORS("{path: '/a?b'}", "test.yaml:1:8: a path cannot contain '?', '#' or NUL (the query is matched with 'query')");
+    EXPECT_ERRORS("{path: '/a;b'}", "test.yaml:1:8: a path cannot contain ';': paths are compared without their ';' parameters "
+                                    "(match parameters with a regex)");
+    EXPECT_ERRORS("{path: {prefix: '/a;b/c'}}", "test.yaml:1:17: a path cannot contain ';': paths are compared without their ';' "
+                                                "parameters (match parameters with a regex)");
     EXPECT_ERRORS("{path: '/a/../..'}", "test.yaml:1:8: invalid path '/a/../..' (a malformed %-escape, or '..' above the root)");
     EXPECT_ERRORS("{path: {prefix: '/%zz'}}", "test.yaml:1:17: invalid path '/%zz' (a malformed %-escape, or '..' above the root)");
     EXPECT_ERRORS("{path: {prefx: /a}}", "test.yaml:1:9: unknown key 'prefx' (did you mean 'prefix'?)");

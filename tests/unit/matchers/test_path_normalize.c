@@ -70,6 +70,26 @@ static const normalize_case_t cases[] = {
     {"/a%g1", NULL},
     {"/a%1g/b", NULL},
     {"/%%41", NULL},
+    /* a segment named "." or ".." before its ";params" is a dot segment (Tomcat, Spring) */
+    {"/public/..;/admin", "/admin"},
+    {"/public/..;x=1/admin", "/admin"},
+    {"/a/.;x/b", "/a/b"},
+    {"/a/b/..;jsessionid=1", "/a/"},
+    {"/a/.%2e;x/b", "/b"},
+    {"/a/%2E.;/b", "/b"},
+    {"/a;x/..;y/b", "/b"},
+    {"/..;x", NULL},
+    {"/.;x/..;", NULL},
+    /* ... and other segments with params stay as they are */
+    {"/a/..%3Bx/b", "/a/..%3Bx/b"}, /* an escaped ';' starts no params */
+    {"/a/...;x", "/a/...;x"},
+    {"/a/;x", "/a/;x"},
+    {"/a/x..;y", "/a/x..;y"},
+    {"/admin;x/y", "/admin;x/y"},
+    /* escaped slashes are kept (refused only with MG_PATH_REJECT_ESCAPED_SLASHES) */
+    {"/a%5cb", "/a%5Cb"},
+    {"/public/..%2Fadmin", "/public/..%2Fadmin"},
+    {"/public/..\\admin", "/public/..\\admin"},
     /* not a path */
     {"", NULL},
     {"a/b", NULL},
@@ -100,6 +120,44 @@ Test(path_normalize, table)
         long n = mg_path_normalize(cases[i].in, strlen(cases[i].in), out);
         check_result(&cases[i], n, out);
     }
+}
+
+/* The client's path with limits.escaped_slashes: reject (the default). */
+Test(path_normalize, escaped_slashes_refused_when_asked)
+{
+    static const char *const refused[] = {
+        "/a%2Fb", "/a%2fb",    "/a%5Cb", "/a%5cb",  "/a\\b",     "/public/..%2Fadmin", "/public/..\\admin",
+        "/%2F",   "/x/%5c/..", "/\\",    "/a/b%2f", "/%2e%2e%2f"};
+    for (size_t i = 0; i != sizeof(refused) / sizeof(refused[0]); ++i) {
+        char out[64];
+        cr_expect_eq(mg_path_normalize_ex(refused[i], strlen(refused[i]), out, MG_PATH_REJECT_ESCAPED_SLASHES),
+                     MG_PATH_ESCAPED_SLASH, "%s", refused[i]);
+    }
+    static const normalize_case_t kept[] = {{"/a%252Fb", "/a%252Fb"},
+                                            {"/a%2E%2e/..", "/"},
+                                            {"/a/%3B/b", "/a/%3B/b"},
+                                            {"/public/..;/admin", "/admin"},
+                                            {"/%2F%zz", NULL}};
+    for (size_t i = 0; i != sizeof(kept) / sizeof(kept[0]); ++i) {
+        char out[64];
+        long n = mg_path_normalize_ex(kept[i].in, strlen(kept[i].in), out, MG_PATH_REJECT_ESCAPED_SLASHES);
+        if (kept[i].out == NULL)
+            cr_expect(n < 0, "%s", kept[i].in);
+        else
+            check_result(&kept[i], n, out);
+    }
+}
+
+Test(path_normalize, dot_segments)
+{
+    static const struct {
+        const char *s;
+        int dots;
+    } dot_cases[] = {{".", 1},         {"..", 2},    {".;", 1}, {"..;x", 2}, {"%2E", 1}, {"%2e%2E", 2},
+                     {".%2e;a=b", 2},  {"...", 0},   {".x", 0}, {"", 0},     {";x", 0},  {"%252E", 0},
+                     {"%2E%2E%2E", 0}, {"..%3B", 0}, {"%2", 0}, {".%2", 0},  {"x.", 0},  {"..x;", 0}};
+    for (size_t i = 0; i != sizeof(dot_cases) / sizeof(dot_cases[0]); ++i)
+        cr_expect_eq(mg_path_dot_segment(dot_cases[i].s, strlen(dot_cases[i].s)), dot_cases[i].dots, "'%s'", dot_cases[i].s);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -179,6 +237,11 @@ static void check_normal_form(const char *s, size_t len)
     cr_assert(len >= 1 && s[0] == '/');
     for (size_t i = 0; i + 1 < len; ++i)
         cr_assert(!(s[i] == '/' && s[i + 1] == '/'), "'%.*s' has '//'", (int)len, s);
+    for (size_t a = 1, b; a < len; a = b + 1) {
+        for (b = a; b != len && s[b] != '/';)
+            ++b;
+        cr_assert_eq(mg_path_dot_segment(s + a, b - a), 0, "'%.*s' has a dot segment", (int)len, s);
+    }
     char again[16];
     cr_assert_eq(mg_path_normalize(s, len, again), (long)len, "'%.*s' is not stable", (int)len, s);
     cr_assert(memcmp(again, s, len) == 0);
@@ -186,7 +249,7 @@ static void check_normal_form(const char *s, size_t len)
 
 Test(path_normalize_guard, every_short_path)
 {
-    static const char alphabet[] = "/.%2eA";
+    static const char alphabet[] = "/.%2eA;";
     const size_t k = sizeof(alphabet) - 1, max_len = 6;
     char s[8];
     for (size_t len = 1; len <= max_len; ++len) {

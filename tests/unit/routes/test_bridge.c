@@ -202,6 +202,30 @@ Test(bridge, path_with_message_fields_expands)
     mg_routes_free(routes);
 }
 
+/* A message field is one segment: it cannot climb out of the template to another tenant's
+ * path (issue 13: "../../../bob/api/customer/1" reached /bob/api/customer/1). */
+Test(bridge, message_fields_cannot_climb)
+{
+    mg_routes_t *routes = load_ok("routes:\n"
+                                  "  - name: p\n"
+                                  "    bridge: {backend: api, method: GET, path: \"/${tenant}/api/customer/${msg.id}\"}\n");
+    const mg_route_t *r = routes->routes[0];
+    expect_path(r, (const char *const[]){"msg.id", "../../../bob/api/customer/1", NULL},
+                "/acme/api/customer/..%2F..%2F..%2Fbob%2Fapi%2Fcustomer%2F1");
+    expect_path(r, (const char *const[]){"msg.id", "..\\..\\bob", NULL}, "/acme/api/customer/..%5C..%5Cbob");
+    static const char *const dots[] = {"..", ".", "..;x", ".;", NULL};
+    for (size_t i = 0; dots[i] != NULL; ++i) {
+        mg_ctx_t ctx;
+        memset(&ctx, 0, sizeof(ctx));
+        ctx.alloc = (mg_alloc_t){arena_alloc, NULL};
+        ctx.tenant = MG_STR("acme");
+        mg_ctx_set_var(&ctx, MG_STR("msg.id"), mg_str(dots[i], strlen(dots[i])));
+        mg_str_t out;
+        cr_expect_eq(mg_template_expand(r->bridge.path, &ctx, &out), MG_TEMPLATE_DOT_SEGMENT, "%s", dots[i]);
+    }
+    mg_routes_free(routes);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Errors
  */

@@ -706,7 +706,27 @@ static void random_routes(FILE *f, int indent, unsigned depth, unsigned n)
     }
 }
 
-/* A random path, or one written in the list, perhaps shortened or extended. */
+/* Adds ";params" to some segments of `path` and segments of params only between some: the
+ * index must look such a path up as the path conditions compare it (mg_path_skip_params). */
+static void add_params(char *path, size_t size)
+{
+    static const char *const params[] = {";p", ";", ";j=1", "/;q", "/;"};
+    char out[256];
+    size_t o = 0;
+    for (const char *p = path; *p != '\0' && o + 8 < sizeof(out); ++p) {
+        if (*p == '/' && p != path && rnd(4) == 0)
+            o += (size_t)snprintf(out + o, sizeof(out) - o, "%s", params[rnd(5)]);
+        out[o++] = *p;
+    }
+    if (rnd(3) == 0 && o + 8 < sizeof(out))
+        o += (size_t)snprintf(out + o, sizeof(out) - o, "%s", params[rnd(5)]);
+    out[o] = '\0';
+    if (o < size) /* else the path stays as it was */
+        memcpy(path, out, o + 1);
+}
+
+/* A random path, or one written in the list, perhaps shortened or extended; now and then with
+ * ";params". */
 static void random_request(char *path, size_t size, request_t *req)
 {
     random_path(path, size, 0, 5);
@@ -721,6 +741,8 @@ static void random_request(char *path, size_t size, request_t *req)
         else if (rnd(3) == 0 && len > 1)
             path[rnd((unsigned)len)] = '\0';
     }
+    if (rnd(3) == 0)
+        add_params(path, size);
     req->method = methods[rnd(3)];
     req->host = hosts[rnd(6)];
     req->path = path;

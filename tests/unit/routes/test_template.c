@@ -235,7 +235,7 @@ Test(template, query_parameters)
     EXPECT_EXPANDS("\"q=${query.q}\"", MG_TARGET_QUERY, "q=a%20b%26c");
     EXPECT_EXPANDS("\"${query.amp}\"", MG_TARGET_QUERY, "%26%3D%2B%23");
     EXPECT_EXPANDS("\"${query.amp}\"", MG_TARGET_PATH, "&=+%23");
-    EXPECT_EXPANDS("\"${query.path}\"", MG_TARGET_PATH, "/x%3Fy");
+    EXPECT_EXPANDS("\"${query.path}\"", MG_TARGET_PATH, "%2Fx%3Fy"); /* one segment: its '/' encoded */
     EXPECT_EXPANDS("\"${query.path}\"", MG_TARGET_QUERY, "/x?y");
 }
 
@@ -284,8 +284,8 @@ Test(template, plain_values)
 {
     mg_ctx_t ctx = request();
     mg_ctx_set_var(&ctx, MG_STR("word"), MG_STR("a b/c?d&e=f+g#h%i:@!$'()*,;~"));
-    cr_expect_str_eq(expand_in(&ctx, "\"/${word}\"", MG_TARGET_PATH), "/a%20b/c%3Fd&e=f+g%23h%25i:@!$'()*,;~");
-    cr_expect_str_eq(expand_in(&ctx, "\"/${word}\"", MG_TARGET_URL), "/a%20b/c%3Fd&e=f+g%23h%25i:@!$'()*,;~");
+    cr_expect_str_eq(expand_in(&ctx, "\"/${word}\"", MG_TARGET_PATH), "/a%20b%2Fc%3Fd&e=f+g%23h%25i:@!$'()*,;~");
+    cr_expect_str_eq(expand_in(&ctx, "\"/${word}\"", MG_TARGET_URL), "/a%20b%2Fc%3Fd&e=f+g%23h%25i:@!$'()*,;~");
     cr_expect_str_eq(expand_in(&ctx, "\"${word}\"", MG_TARGET_QUERY), "a%20b/c?d%26e%3Df%2Bg%23h%25i:@!$'()*,;~");
     cr_expect_str_eq(expand_in(&ctx, "\"${word}\"", MG_TARGET_HEADER), "a b/c?d&e=f+g#h%i:@!$'()*,;~");
     mg_ctx_set_var(&ctx, MG_STR("word"), MG_STR("\xc3\xa9"));
@@ -306,7 +306,7 @@ Test(template, opaque_query)
 Test(template, url_is_a_query_after_its_question_mark)
 {
     EXPECT_EXPANDS("\"https://login.example.com/${query.path}?next=${query.path}&h=${host}\"", MG_TARGET_URL,
-                   "https://login.example.com//x%3Fy?next=/x?y&h=acme.example.com");
+                   "https://login.example.com/%2Fx%3Fy?next=/x?y&h=acme.example.com");
     EXPECT_EXPANDS("\"/go?q=${query.q}\"", MG_TARGET_URL, "/go?q=a%20b%26c");
     EXPECT_EXPANDS("\"/go?q=${query.q}#top\"", MG_TARGET_URL, "/go?q=a%20b%26c#top");
 }
