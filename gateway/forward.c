@@ -383,14 +383,12 @@ static int headers_are_safe(h2o_req_t *req)
 void mg_forward_headers(mg_request_t *r, const char *server_url, mg_header_emit_t emit, void *arg)
 {
     h2o_req_t *req = r->req;
-    mg_conn_tokens_t tokens = {.size = 0};
-    for (size_t i = 0; i < req->headers.size; i++)
-        if (req->headers.entries[i].name == &H2O_TOKEN_CONNECTION->buf)
-            mg_conn_tokens_add(&tokens, req->headers.entries[i].value.base, req->headers.entries[i].value.len);
     char *cookies = joined_cookies(req);
     for (size_t i = 0; i < req->headers.size; i++) {
         const h2o_header_t *h = &req->headers.entries[i];
-        if (mg_header_is_hop_by_hop(h->name->base, h->name->len, &tokens) || is_rewritten_in_request(h->name))
+        /* the client's Connection and what it names left before routing (mg_request_check): a
+         * hop-by-hop field here was set by the route, and still never crosses */
+        if (mg_header_is_hop_by_hop(h->name->base, h->name->len, NULL) || is_rewritten_in_request(h->name))
             continue;
         if (h->name != &H2O_TOKEN_COOKIE->buf) {
             emit(arg, h->name->base, h->name->len, h->value.base, h->value.len);

@@ -27,17 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/internal.h"
+#include "gateway/phr.h"
 #include <h2o/http1.h>
-
-/* picohttpparser: bundled in libh2o-evloop and exported, but its header is not installed. */
-struct phr_header {
-    const char *name;
-    size_t name_len;
-    const char *value;
-    size_t value_len;
-};
-int phr_parse_response(const char *buf, size_t len, int *minor_version, int *status, const char **msg, size_t *msg_len,
-                       struct phr_header *headers, size_t *num_headers, size_t last_len);
 
 #define MAX_RESPONSE_HEADERS 64
 #define MAX_RESPONSE_BYTES (64 * 1024)
