@@ -511,6 +511,14 @@ static void on_handshake_read(h2o_socket_t *sock, const char *err)
         fail(t, 502, "backend-unavailable", "the backend's answer to the upgrade is not valid HTTP");
         return;
     }
+    /* picohttpparser has checked names and values (RFC 9110 5.1, 5.5) but passes a folded line
+     * on as a field without a name: refused as forward refuses any malformed field */
+    for (size_t i = 0; i < n; i++) {
+        if (h[i].name == NULL) {
+            fail(t, 502, "bad-gateway-response", "the backend's answer to the upgrade has a folded header line");
+            return;
+        }
+    }
     if (status < 200 && status != 101) {
         fail(t, 502, "backend-unavailable", "the backend answered the upgrade with an interim status");
         return;
