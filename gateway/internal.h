@@ -228,16 +228,6 @@ static inline uint64_t mg_splitmix64(uint64_t *state)
 /* A listening socket (non-blocking, close-on-exec) on `addr`, or -1 with errno (server.c). */
 int mg_listen_socket(const struct sockaddr_storage *addr, socklen_t len, int backlog, int reuseport);
 
-/* One slot of a worker's per-connection rate table. */
-typedef struct mg_conn_rate {
-    uint64_t conn_id;
-    uint64_t second; /* the window: h2o_now() / 1000 */
-    uint32_t count;
-    int closed; /* counted once in connections_rate_limited */
-} mg_conn_rate_t;
-
-#define MG_CONN_RATE_SLOTS 1024
-
 typedef struct mg_expiry mg_expiry_t;
 
 typedef struct mg_worker {
@@ -265,7 +255,6 @@ typedef struct mg_worker {
     h2o_linklist_t flush_list; /* forwards with body bytes waiting to be sent to the client */
     mg_timers_t timers;
     mg_timer_t evict_timer; /* worker 0: forgets idle throttle keys once a second */
-    mg_conn_rate_t conn_rates[MG_CONN_RATE_SLOTS];
     int stopping;
     uint64_t rng[2]; /* request id generator state */
 } mg_worker_t;
@@ -364,6 +353,10 @@ int mg_limits_check_routes(mg_request_t *r, const mg_ctx_t *ctx);
 /* limits.max_requests_per_connection_per_second: beyond it the request gets a 429 and the
  * connection is closed (after this response for HTTP/1, at once for HTTP/2). */
 int mg_limits_check_connection(mg_request_t *r);
+/* Counts one request of `conn` in its one-second window (the count is kept on the connection's
+ * socket and freed when the socket closes). 0 while within `cap` (also when there is no memory
+ * for the count), 1 for the connection's first request over it, 2 for the later ones. */
+int mg_conn_rate_count(h2o_conn_t *conn, uint64_t now_ms, unsigned cap);
 /* RateLimit-Limit/-Remaining/-Reset of the request's quota decision, replacing the backend's;
  * nothing when no quota applied. */
 void mg_limits_add_headers(mg_request_t *r, h2o_req_t *req);
