@@ -43,6 +43,7 @@ typedef struct mg_forward {
     h2o_iovec_t lines[MAX_RESPONSE_HEADERS];
     size_t num_lines;
     int head_done, too_many_headers;
+    int bad_head; /* a field or the reason phrase breaks RFC 9110's syntax: 502, nothing passed on */
     size_t content_length;
     /* state */
     int started;     /* h2o_start_response done */
@@ -98,37 +99,25 @@ static void keep_header_line(mg_forward_t *f, const char *line, size_t len)
     f->lines[f->num_lines++] = h2o_strdup(&req_of(f)->pool, line, len);
 }
 
-/* Splits "Name: value" in place: lower-cases the name, trims the value. -1 when malformed. */
-static int split_header(h2o_iovec_t line, h2o_iovec_t *name, h2o_iovec_t *value)
-{
-    char *colon = memchr(line.base, ':', line.len);
-    if (colon == NULL || colon == line.base)
-        return -1;
-    *name = h2o_iovec_init(line.base, (size_t)(colon - line.base));
-    for (size_t i = 0; i < name->len; i++) {
-        if (name->base[i] == ' ' || name->base[i] == '\t')
-            return -1;
-        name->base[i] = h2o_tolower(name->base[i]);
-    }
-    char *v = colon + 1, *end = line.base + line.len;
-    while (v < end && (*v == ' ' || *v == '\t'))
-        v++;
-    while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
-        end--;
-    *value = h2o_iovec_init(v, (size_t)(end - v));
-    return 0;
-}
-
-/* The head is complete: copies the end-to-end headers into the client's response. */
+/* The head is complete: copies the end-to-end headers into the client's response. A malformed
+ * field is not dropped but refuses the whole response (bad_head): a backend that sends one is
+ * broken or hostile, the field could be a security header, and h2o would write a CR in a value
+ * as it is, letting the backend add fields of its own to an HTTP/1 client's response. */
 static void finish_head(mg_forward_t *f)
 {
     h2o_req_t *req = req_of(f);
     h2o_iovec_t names[MAX_RESPONSE_HEADERS], values[MAX_RESPONSE_HEADERS];
     mg_conn_tokens_t tokens = {.size = 0};
     size_t n = 0;
+    if (!mg_is_field_value(f->reason.base, f->reason.len)) {
+        f->bad_head = 1;
+        return;
+    }
     for (size_t i = 0; i < f->num_lines; i++) {
-        if (split_header(f->lines[i], &names[n], &values[n]) != 0)
-            continue;
+        if (mg_header_line_split(f->lines[i], &names[n], &values[n]) != 0) {
+            f->bad_head = 1;
+            return;
+        }
         if (h2o_memis(names[n].base, names[n].len, H2O_STRLIT("connection")))
             mg_conn_tokens_add(&tokens, values[n].base, values[n].len);
         n++;
@@ -161,7 +150,7 @@ static size_t on_header(char *data, size_t size, size_t nitems, void *arg)
     else
         keep_header_line(f, data, len);
     /* a head we cannot pass on whole is refused, never cut: 0 aborts the transfer */
-    return f->too_many_headers ? 0 : len;
+    return f->too_many_headers || f->bad_head ? 0 : len;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -383,14 +372,12 @@ static int headers_are_safe(h2o_req_t *req)
 void mg_forward_headers(mg_request_t *r, const char *server_url, mg_header_emit_t emit, void *arg)
 {
     h2o_req_t *req = r->req;
-    mg_conn_tokens_t tokens = {.size = 0};
-    for (size_t i = 0; i < req->headers.size; i++)
-        if (req->headers.entries[i].name == &H2O_TOKEN_CONNECTION->buf)
-            mg_conn_tokens_add(&tokens, req->headers.entries[i].value.base, req->headers.entries[i].value.len);
     char *cookies = joined_cookies(req);
     for (size_t i = 0; i < req->headers.size; i++) {
         const h2o_header_t *h = &req->headers.entries[i];
-        if (mg_header_is_hop_by_hop(h->name->base, h->name->len, &tokens) || is_rewritten_in_request(h->name))
+        /* the client's Connection and what it names left before routing (mg_request_check): a
+         * hop-by-hop field here was set by the route, and still never crosses */
+        if (mg_header_is_hop_by_hop(h->name->base, h->name->len, NULL) || is_rewritten_in_request(h->name))
             continue;
         if (h->name != &H2O_TOKEN_COOKIE->buf) {
             emit(arg, h->name->base, h->name->len, h->value.base, h->value.len);
@@ -541,6 +528,14 @@ static void on_failed_before_response(mg_forward_t *f, CURLcode result)
         fail(f, 502, "backend-unavailable", "the backend response has too many headers");
         return;
     }
+    if (f->bad_head) {
+        fail(f, 502, "bad-gateway-response", "the backend response head has a malformed field or reason phrase");
+        return;
+    }
+    if (result == CURLE_WEIRD_SERVER_REPLY) { /* what curl refuses itself: a NUL, a line without a colon... */
+        fail(f, 502, "bad-gateway-response", curl_easy_strerror(result));
+        return;
+    }
     if (f->timed_out) {
         fail(f, 504, "backend-timeout", "the backend did not respond within the timeout");
         return;
@@ -583,7 +578,7 @@ static void on_done(mg_transfer_t *transfer, CURL *easy, CURLcode result)
         return;
     }
     /* once the client has part of the response, an error can only cut it short */
-    if (f->started || (result == CURLE_OK && f->head_done && !f->too_many_headers))
+    if (f->started || (result == CURLE_OK && f->head_done && !f->too_many_headers && !f->bad_head))
         finish(f, result);
     else
         on_failed_before_response(f, result == CURLE_OK ? CURLE_WEIRD_SERVER_REPLY : result);

@@ -1,10 +1,13 @@
 /*
- * Which headers cross the proxy. RFC 9110 7.6.1: hop-by-hop fields, and every field the
- * Connection header names, apply to one connection only and are removed in both directions.
+ * Which headers cross the proxy, and which are well-formed. RFC 9110 7.6.1: hop-by-hop fields,
+ * and every field the Connection header names, apply to one connection only and are removed in
+ * both directions. RFC 9110 5.1, 5.5 and RFC 9112 5, 6: what a field and a request's framing
+ * must look like for the gateway to pass a message on.
  */
 #include <string.h>
 #include <strings.h>
 #include "gateway/internal.h"
+#include "gateway/phr.h"
 
 static int token_char_is_space(char c)
 {
@@ -70,4 +73,112 @@ int mg_header_value_is_safe(const char *value, size_t len)
         if (value[i] == '\r' || value[i] == '\n' || value[i] == '\0')
             return 0;
     return 1;
+}
+
+void mg_headers_strip_hop_by_hop(h2o_headers_t *headers)
+{
+    mg_conn_tokens_t tokens = {.size = 0};
+    for (size_t i = 0; i < headers->size; i++)
+        if (h2o_memis(headers->entries[i].name->base, headers->entries[i].name->len, H2O_STRLIT("connection")))
+            mg_conn_tokens_add(&tokens, headers->entries[i].value.base, headers->entries[i].value.len);
+    size_t kept = 0;
+    for (size_t i = 0; i < headers->size; i++)
+        if (!mg_header_is_hop_by_hop(headers->entries[i].name->base, headers->entries[i].name->len, &tokens))
+            headers->entries[kept++] = headers->entries[i];
+    headers->size = kept;
+}
+
+static h2o_iovec_t trim_ows(const char *s, size_t len)
+{
+    while (len > 0 && token_char_is_space(*s)) {
+        s++;
+        len--;
+    }
+    while (len > 0 && token_char_is_space(s[len - 1]))
+        len--;
+    return h2o_iovec_init(s, len);
+}
+
+/* 1 when every element of the comma-separated Content-Length values seen so far (*length:
+ * SIZE_MAX for none yet) and in `value` is the same decimal number (RFC 9110 8.6, RFC 9112 6.3). */
+static int content_length_agrees(const char *value, size_t len, size_t *length)
+{
+    const char *end = value + len;
+    for (const char *p = value; p <= end;) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *stop = comma != NULL ? comma : end;
+        h2o_iovec_t element = trim_ows(p, (size_t)(stop - p));
+        size_t n = h2o_strtosize(element.base, element.len);
+        if (n == SIZE_MAX || (*length != SIZE_MAX && n != *length))
+            return 0;
+        *length = n;
+        p = stop + 1;
+    }
+    return 1;
+}
+
+static int name_is(const struct phr_header *h, const char *name)
+{
+    return h->name != NULL && h2o_lcstris(h->name, h->name_len, name, strlen(name));
+}
+
+const char *mg_http1_framing_error(const struct phr_header *headers, size_t n, int minor_version)
+{
+    size_t hosts = 0, encodings = 0, lengths = 0, length = SIZE_MAX;
+    int chunked = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct phr_header *h = &headers[i];
+        if (h->name == NULL)
+            return "a folded header line (obs-fold) is not accepted";
+        if (name_is(h, "host"))
+            hosts++;
+        if (name_is(h, "transfer-encoding")) {
+            h2o_iovec_t v = trim_ows(h->value, h->value_len);
+            chunked = h2o_lcstris(v.base, v.len, H2O_STRLIT("chunked"));
+            encodings++;
+        }
+        if (name_is(h, "content-length") && (lengths++, !content_length_agrees(h->value, h->value_len, &length)))
+            return "the request has differing or invalid Content-Length values";
+    }
+    if (hosts > 1)
+        return "the request has more than one Host header";
+    if (encodings != 0 && minor_version == 0)
+        return "Transfer-Encoding is not accepted in an HTTP/1.0 request";
+    if (encodings != 0 && lengths != 0)
+        return "the request has both Content-Length and Transfer-Encoding";
+    /* h2o decodes chunked and nothing else, and takes the last Transfer-Encoding: any other coding
+     * (or chunked twice) would reach the backend undecoded and unannounced */
+    if (encodings > 1 || (encodings == 1 && !chunked))
+        return "Transfer-Encoding other than a single chunked is not accepted";
+    return NULL;
+}
+
+int mg_header_line_split(h2o_iovec_t line, h2o_iovec_t *name, h2o_iovec_t *value)
+{
+    char *colon = memchr(line.base, ':', line.len);
+    if (colon == NULL)
+        return -1;
+    /* RFC 9112 5.1: a proxy removes white space between a response field's name and its colon;
+     * a line that starts with it is a folded continuation (5.2), refused */
+    h2o_iovec_t n = h2o_iovec_init(line.base, (size_t)(colon - line.base));
+    while (n.len > 0 && token_char_is_space(n.base[n.len - 1]))
+        n.len--;
+    *value = trim_ows(colon + 1, (size_t)(line.base + line.len - colon - 1));
+    if (!mg_is_token(n.base, n.len) || !mg_is_field_value(value->base, value->len))
+        return -1;
+    for (size_t i = 0; i < n.len; i++)
+        n.base[i] = h2o_tolower(n.base[i]);
+    *name = n;
+    return 0;
+}
+
+const char *mg_request_field_error(const char *name, size_t nlen, const char *value, size_t vlen, int http2)
+{
+    if (!mg_is_token(name, nlen))
+        return "a header name is not a token";
+    if (!mg_is_field_value(value, vlen))
+        return "a header value contains a control character";
+    if (http2 && vlen != 0 && (token_char_is_space(value[0]) || token_char_is_space(value[vlen - 1])))
+        return "an HTTP/2 header value starts or ends with white space";
+    return NULL;
 }

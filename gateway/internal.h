@@ -33,6 +33,24 @@ int mg_header_is_hop_by_hop(const char *name, size_t len, const mg_conn_tokens_t
 int mg_header_is_replaced_in_response(const char *name, size_t len);
 /* 1 when the value can be forwarded as is: no CR, LF or NUL. */
 int mg_header_value_is_safe(const char *value, size_t len);
+/* Removes, in place and keeping the order of the rest, the hop-by-hop fields of a request as the
+ * client sent it, and every field its Connection headers name (Connection included). */
+void mg_headers_strip_hop_by_hop(h2o_headers_t *headers);
+/* The RFC 9112 framing rules h2o 2.2.5 does not apply to an HTTP/1 request head, on its fields as
+ * picohttpparser read them: no folded line, at most one Host, Content-Length values that agree,
+ * Transfer-Encoding only as a single `chunked`, never with Content-Length, never in HTTP/1.0.
+ * NULL when the head keeps them, else what is wrong. */
+struct phr_header;
+const char *mg_http1_framing_error(const struct phr_header *headers, size_t n, int minor_version);
+/* RFC 9110 5.1, 5.5 for one field of a client's request: a token for a name, no control character
+ * but HTAB in the value; over HTTP/2 (`http2`) no white space at either end of the value either
+ * (RFC 9113 8.2.1). NULL when valid, else what is wrong. */
+const char *mg_request_field_error(const char *name, size_t nlen, const char *value, size_t vlen, int http2);
+/* Splits a header line of a backend's response ("Name: value", without CR LF) into its name
+ * (lower-cased in place; white space before the colon dropped, RFC 9112 5.1) and its value
+ * (surrounding white space trimmed). -1 when it is not a valid field: no colon, a name that is not
+ * a token (a folded line starts with white space), a value with a control character (RFC 9110 5.5). */
+int mg_header_line_split(h2o_iovec_t line, h2o_iovec_t *name, h2o_iovec_t *value);
 
 /* ---------------------------------------------------------------------------------------
  * URLs (url.c)
@@ -44,6 +62,11 @@ int mg_header_value_is_safe(const char *value, size_t len);
  * with '/'. Returns the length, or -1 when it does not fit.
  */
 long mg_url_build(char *out, size_t size, const char *base, mg_str_t path, mg_str_t query);
+/* 1 when s[0..len) is an authority as Host and :authority carry it (RFC 9110 7.2, RFC 3986 3.2.2,
+ * 3.2.3): a non-empty host (a reg-name or IPv4 address: unreserved, sub-delims and pct-encoded
+ * characters; or an IP-literal in brackets) and an optional ":" port (at most 65535). No userinfo,
+ * no white space, '/', '?', '#', '@', '\\' or control character. */
+int mg_authority_is_valid(const char *s, size_t len);
 /* 1 for methods that may be retried on another server: GET HEAD OPTIONS PUT DELETE TRACE. */
 int mg_method_is_idempotent(mg_str_t method);
 /* 1 for methods that primary_for_writes sends to the primary: POST PUT PATCH DELETE. */
@@ -205,16 +228,6 @@ static inline uint64_t mg_splitmix64(uint64_t *state)
 /* A listening socket (non-blocking, close-on-exec) on `addr`, or -1 with errno (server.c). */
 int mg_listen_socket(const struct sockaddr_storage *addr, socklen_t len, int backlog, int reuseport);
 
-/* One slot of a worker's per-connection rate table. */
-typedef struct mg_conn_rate {
-    uint64_t conn_id;
-    uint64_t second; /* the window: h2o_now() / 1000 */
-    uint32_t count;
-    int closed; /* counted once in connections_rate_limited */
-} mg_conn_rate_t;
-
-#define MG_CONN_RATE_SLOTS 1024
-
 typedef struct mg_expiry mg_expiry_t;
 
 typedef struct mg_worker {
@@ -242,7 +255,6 @@ typedef struct mg_worker {
     h2o_linklist_t flush_list; /* forwards with body bytes waiting to be sent to the client */
     mg_timers_t timers;
     mg_timer_t evict_timer; /* worker 0: forgets idle throttle keys once a second */
-    mg_conn_rate_t conn_rates[MG_CONN_RATE_SLOTS];
     int stopping;
     uint64_t rng[2]; /* request id generator state */
 } mg_worker_t;
@@ -320,6 +332,13 @@ typedef struct mg_request {
 void mg_request_send_error(mg_request_t *r, int status, const char *code, const char *reason);
 /* Same, with Retry-After: `retry_after_us` in whole seconds, rounded up, at least 1 (429, 503). */
 void mg_request_send_retry(mg_request_t *r, int status, const char *code, const char *reason, uint64_t retry_after_us);
+/* Same, and the connection ends: HTTP/1 after this response (Connection: close), HTTP/2 at once
+ * (request_check.c). */
+void mg_request_send_error_and_close(mg_request_t *r, int status, const char *code, const char *reason);
+/* The checks every request passes before it is read (request_check.c): 0 to go on, with the
+ * hop-by-hop fields and those the client's Connection names removed from req->headers; -1 after
+ * a 400 (the connection closed when an HTTP/1 head breaks RFC 9112's framing rules). */
+int mg_request_check(mg_request_t *r);
 /* Writes the access log line for `r` once (later calls do nothing). */
 void mg_request_log(mg_request_t *r);
 
@@ -335,6 +354,10 @@ int mg_limits_check_routes(mg_request_t *r, const mg_ctx_t *ctx);
 /* limits.max_requests_per_connection_per_second: beyond it the request gets a 429 and the
  * connection is closed (after this response for HTTP/1, at once for HTTP/2). */
 int mg_limits_check_connection(mg_request_t *r);
+/* Counts one request of `conn` in its one-second window (the count is kept on the connection's
+ * socket and freed when the socket closes). 0 while within `cap` (also when there is no memory
+ * for the count), 1 for the connection's first request over it, 2 for the later ones. */
+int mg_conn_rate_count(h2o_conn_t *conn, uint64_t now_ms, unsigned cap);
 /* RateLimit-Limit/-Remaining/-Reset of the request's quota decision, replacing the backend's;
  * nothing when no quota applied. */
 void mg_limits_add_headers(mg_request_t *r, h2o_req_t *req);

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include "gateway/internal.h"
 
 static uint64_t whole_seconds(uint64_t us)
@@ -147,38 +146,74 @@ int mg_limits_check_routes(mg_request_t *r, const mg_ctx_t *ctx)
 }
 
 /* ---------------------------------------------------------------------------------------
- * Per-connection request rate: a fixed one-second window per connection, in a direct-mapped
- * table per worker (bounded memory; two connections sharing a slot reset each other's count,
- * which can only make the cap more lenient).
+ * Per-connection request rate: a fixed one-second window per connection. The count lives on the
+ * connection itself: h2o_conn_t has no room for a caller's data, but the client's socket has a
+ * close hook h2o leaves unused on server connections, which frees the count with the socket
+ * (also after a WebSocket upgrade or an h2c upgrade, which keep the socket). No table, so no
+ * two connections can ever share a count.
  */
+typedef struct mg_conn_rate {
+    uint64_t second; /* the window: h2o_now() / 1000 */
+    uint32_t count;
+    int closed; /* counted once in connections_rate_limited */
+} mg_conn_rate_t;
+
+static void conn_rate_free(void *p)
+{
+    free(p);
+}
+
+/* The connection's count, made on its first request; NULL when there is no room for it. */
+static mg_conn_rate_t *conn_rate_of(h2o_conn_t *conn)
+{
+    h2o_socket_t *sock = conn->callbacks->get_socket(conn);
+    if (sock == NULL)
+        return NULL;
+    if (sock->on_close.cb == conn_rate_free)
+        return sock->on_close.data;
+    if (sock->on_close.cb != NULL)
+        return NULL; /* somebody else's hook: never taken over */
+    mg_conn_rate_t *cr = calloc(1, sizeof(*cr));
+    if (cr == NULL)
+        return NULL;
+    sock->on_close.cb = conn_rate_free;
+    sock->on_close.data = cr;
+    return cr;
+}
+
+int mg_conn_rate_count(h2o_conn_t *conn, uint64_t now_ms, unsigned cap)
+{
+    mg_conn_rate_t *cr = conn_rate_of(conn);
+    /* out of memory: the cap must not turn a gateway short of memory into one refusing everything */
+    if (cr == NULL)
+        return 0;
+    if (cr->second != now_ms / 1000) {
+        cr->second = now_ms / 1000;
+        cr->count = 0;
+    }
+    if (cr->count < cap) {
+        cr->count++;
+        return 0;
+    }
+    if (cr->closed)
+        return 2;
+    cr->closed = 1;
+    return 1;
+}
+
 int mg_limits_check_connection(mg_request_t *r)
 {
     h2o_req_t *req = r->req;
     unsigned cap = r->conf->limits.max_requests_per_connection_per_second;
-    mg_conn_rate_t *slot = &r->worker->conn_rates[req->conn->id % MG_CONN_RATE_SLOTS];
-    uint64_t second = h2o_now(req->conn->ctx->loop) / 1000;
-
     if (cap == 0)
         return 0;
-    if (slot->conn_id != req->conn->id) {
-        *slot = (mg_conn_rate_t){.conn_id = req->conn->id, .second = second};
-    } else if (slot->second != second) {
-        slot->second = second;
-        slot->count = 0;
-    }
-    if (++slot->count <= cap)
+    int over = mg_conn_rate_count(req->conn, h2o_now(req->conn->ctx->loop), cap);
+    if (over == 0)
         return 0;
-    if (!slot->closed) {
-        slot->closed = 1;
+    if (over == 1)
         mg_stat_inc(&r->worker->stats.connections_rate_limited);
-    }
-    /* HTTP/1: this response is the connection's last. HTTP/2: the whole connection goes, the
-     * answer to a rapid-reset flood (h2o 2.2.5 has no mitigation of its own). */
-    h2o_socket_t *sock = req->version >= 0x200 ? req->conn->callbacks->get_socket(req->conn) : NULL;
-    req->http1_is_persistent = 0;
-    mg_request_send_error(r, 429, "connection-rate-limited", "limits.max_requests_per_connection_per_second exceeded");
-    if (sock != NULL)
-        shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
+    /* the answer to a rapid-reset flood over HTTP/2 (h2o 2.2.5 has no mitigation of its own) */
+    mg_request_send_error_and_close(r, 429, "connection-rate-limited", "limits.max_requests_per_connection_per_second exceeded");
     return -1;
 }
 

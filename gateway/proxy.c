@@ -378,7 +378,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 
     /* the throttle comes before the route tree and the backend: a rejected request costs
      * neither */
-    if (mg_limits_check_connection(r) != 0 || admit(r, &ctx) != 0 || mg_limits_check_tenant(r, &ctx) != 0)
+    if (mg_limits_check_connection(r) != 0 || mg_request_check(r) != 0 || admit(r, &ctx) != 0 ||
+        mg_limits_check_tenant(r, &ctx) != 0)
         return 0;
     if ((r->route = mg_routes_match(r->conf->routes, &ctx)) == NULL)
         mg_request_send_error(r, 404, "no-route", "no route matches the request");

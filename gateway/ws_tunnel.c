@@ -27,17 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/internal.h"
+#include "gateway/phr.h"
 #include <h2o/http1.h>
-
-/* picohttpparser: bundled in libh2o-evloop and exported, but its header is not installed. */
-struct phr_header {
-    const char *name;
-    size_t name_len;
-    const char *value;
-    size_t value_len;
-};
-int phr_parse_response(const char *buf, size_t len, int *minor_version, int *status, const char **msg, size_t *msg_len,
-                       struct phr_header *headers, size_t *num_headers, size_t last_len);
 
 #define MAX_RESPONSE_HEADERS 64
 #define MAX_RESPONSE_BYTES (64 * 1024)
@@ -519,6 +510,14 @@ static void on_handshake_read(h2o_socket_t *sock, const char *err)
     if (head_len < 0) {
         fail(t, 502, "backend-unavailable", "the backend's answer to the upgrade is not valid HTTP");
         return;
+    }
+    /* picohttpparser has checked names and values (RFC 9110 5.1, 5.5) but passes a folded line
+     * on as a field without a name: refused as forward refuses any malformed field */
+    for (size_t i = 0; i < n; i++) {
+        if (h[i].name == NULL) {
+            fail(t, 502, "bad-gateway-response", "the backend's answer to the upgrade has a folded header line");
+            return;
+        }
     }
     if (status < 200 && status != 101) {
         fail(t, 502, "backend-unavailable", "the backend answered the upgrade with an interim status");

@@ -39,6 +39,34 @@ static inline int mg_str_compare(mg_str_t a, const char *b)
     return c != 0 ? c : a.len < len ? -1 : a.len > len;
 }
 
+/* RFC 9110 5.6.2 tchar: 1 when `c` may appear in a token (header names, methods). */
+static inline int mg_is_tchar(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* 1 when s[0..len) is a non-empty token (RFC 9110 5.6.2): a header name, a method. */
+static inline int mg_is_token(const char *s, size_t len)
+{
+    for (size_t i = 0; i != len; ++i)
+        if (!mg_is_tchar(s[i]))
+            return 0;
+    return len != 0;
+}
+
+/* 1 when s[0..len) is a field value of RFC 9110 5.5: visible characters, obs-text (bytes above
+ * 127), SP and HTAB; no other control character (so no CR, LF, NUL or DEL). */
+static inline int mg_is_field_value(const char *s, size_t len)
+{
+    for (size_t i = 0; i != len; ++i) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return 0;
+    }
+    return 1;
+}
+
 /* ---------------------------------------------------------------------------------------
  * Errors and warnings collected while loading a configuration. Every message is
  * "FILE:LINE:COL: text"; nothing is printed until the caller decides.

@@ -82,7 +82,7 @@ static int mg_action_header_name_ok(mg_actions_builder_t *b, const mg_node_t *no
                       "pseudo-header '%s' cannot be changed by actions (use rewrite_path, set_method or forward.host)", name);
         return -1;
     }
-    if (!mg__is_token(name, node->u.scalar.len)) {
+    if (!mg_is_token(name, node->u.scalar.len)) {
         mg_errors_add(b->errs, node, "invalid header name (a token such as X-Tenant: no spaces, ':', CR, LF or NUL)");
         return -1;
     }
@@ -178,7 +178,7 @@ int mg__method_check(const mg_node_t *v, mg_errors_t *errs)
         mg_errors_add(errs, v, "method '%s' must be upper case, methods are case-sensitive (did you mean '%s'?)", s, upper);
         return -1;
     }
-    if (!mg__is_token(s, len)) {
+    if (!mg_is_token(s, len)) {
         mg_errors_add(errs, v, "invalid method '%s' (a method is a token such as GET or PURGE)", s);
         return -1;
     }

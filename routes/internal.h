@@ -9,11 +9,6 @@
 
 #include "routes/routes.h"
 
-/* RFC 9110 5.6.2: 1 when `c` may appear in a token (header names, methods). */
-int mg__is_tchar(char c);
-/* 1 when s[0..len) is a non-empty token (RFC 9110 5.6.2): a header name, a method. */
-int mg__is_token(const char *s, size_t len);
-
 /*
  * Reads an `actions:` sequence (actions.c) and appends what it holds to *actions / *num (one
  * entry per header of set_header, add_header and remove_header, in the order written). Templates

@@ -115,21 +115,6 @@ static void mg_add_piece(mg_template_builder_t *b, mg_piece_kind_t kind, mg_str_
     b->t->num_vars += kind != MG_PIECE_LITERAL;
 }
 
-int mg__is_tchar(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
-int mg__is_token(const char *s, size_t len)
-{
-    for (size_t i = 0; i != len; ++i) {
-        if (!mg__is_tchar(s[i]))
-            return 0;
-    }
-    return len != 0;
-}
-
 static int mg_name_is(mg_str_t name, const char *s)
 {
     return name.len == strlen(s) && memcmp(name.base, s, name.len) == 0;
@@ -176,7 +161,7 @@ static int mg_compile_header_var(mg_template_builder_t *b, mg_str_t name)
 {
     mg_str_t h = mg_str(name.base + 7, name.len - 7);
     size_t i = 0;
-    while (i != h.len && mg__is_tchar(h.base[i]))
+    while (i != h.len && mg_is_tchar(h.base[i]))
         ++i;
     if (h.len == 0 || i != h.len) {
         mg_errors_add(b->errs, b->node,

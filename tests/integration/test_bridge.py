@@ -277,6 +277,33 @@ def test_route_actions_reach_the_backend_and_reload_keeps_the_session(start_gate
     assert not any("x-secret" in h for h in seen)
 
 
+def test_client_connection_header_cannot_remove_what_a_bridge_route_adds(start_gateway, bank):
+    """Issue 13 item 3 for the bridge: the upgrade's Connection names leave the client's headers
+    before the route's actions, so every bridged call carries what the route sets."""
+    port = free_port()
+    conf = bridge_config(port, bank.url)
+    conf["routes"][0]["actions"] = [{"set_header": {"X-Tenant": "acme", "Authorization": "Bearer internal"}}]
+    start_gateway(conf)
+
+    async def main():
+        # a second Connection field: h2o reads the last one for the upgrade, so it names Upgrade too
+        extra = [("Connection", "Upgrade, X-Tenant, Authorization, X-Request-Id"), ("X-Tenant", "mallory"),
+                 ("Authorization", "Bearer stolen"), ("X-Trace", "conn")]
+        async with connect(f"ws://127.0.0.1:{port}/sockets/conn", extra_headers=extra) as ws:
+            await ws.send(msg(1, "balance"))
+            await ws.send(msg(2, "balance"))
+            return await answers(ws, 2)
+
+    got = run(main())
+    assert [a["status"] for a in got] == [200, 200], got
+    seen = [h for h in bank.headers_seen if h.get("x-trace") == "conn"]
+    assert len(seen) == 2, bank.headers_seen
+    for h in seen:
+        assert h["x-tenant"] == "acme" and h["authorization"] == "Bearer internal"
+        assert h.get("x-request-id"), "the gateway's request id is always sent"
+        assert "x-tenant" not in h.get("connection", "").lower()
+
+
 def test_backend_down_and_slow(start_gateway, bank):
     port = free_port()
     conf = bridge_config(port, f"http://127.0.0.1:{free_port()}")

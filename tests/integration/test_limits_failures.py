@@ -218,6 +218,88 @@ def test_malformed_status_line_is_502(start_gateway, raw_backend_factory):
 
 
 # --------------------------------------------------------------------------------------
+# Backend response heads that would break the client's framing (issue 13 item 8): 502
+
+
+def head_backend(status_line, *lines):
+    def respond(req):
+        return status_line + b"\r\n" + b"".join(line + b"\r\n" for line in lines) + b"Content-Length: 2\r\n\r\nok"
+    return serve_keepalive(respond)
+
+
+EVIL_LINES = [
+    b"X-Evil: a\rSet-Cookie: injected=1",  # the issue's: a bare CR ends the line for an HTTP/1 client
+    b"X-Evil: a\r\rSet-Cookie: injected=1",
+    b"X-Evil: a\x00Set-Cookie: injected=1",
+    b"X-Evil: \x1b[31minjected",
+    b"X-Evil: a\x0binjected",
+    b"X-Evil: a\x7finjected",
+    b"X-Bad Name: injected",
+    b"X(Bad): injected",
+    b"X-\xc3\xa9: injected",
+    b": injected",
+    b"no colon injected",
+]
+
+
+@pytest.mark.parametrize("line", EVIL_LINES)
+def test_malformed_backend_header_is_502(start_gateway, raw_backend_factory, line):
+    be = raw_backend_factory(head_backend(b"HTTP/1.1 200 OK", b"X-Good: 1", line, b"X-After: 2"))
+    gw = start_gateway(gateway_config(free_port(), backends=backends_for(be.url), routes=[API]))
+    with RawClient(gw.port) as c:
+        resp = c.request("GET", "/api/evil")
+        assert resp.status == 502, resp
+        assert resp.get("x-matchgate-error") == "bad-gateway-response", resp
+        assert resp.get("set-cookie") is None and resp.get("x-good") is None, resp
+        assert b"injected" not in resp.body
+        # the client's connection is intact: the backend broke its own response, not the client's
+        assert c.request("GET", "/api/again").status == 502
+    assert len(be.requests) == 2, "a broken answer is not retried on another server"
+
+
+def test_folded_backend_header_is_502(start_gateway, raw_backend_factory):
+    be = raw_backend_factory(head_backend(b"HTTP/1.1 200 OK", b"X-Good: 1", b" Set-Cookie: injected=1", b"\tx: y"))
+    gw = start_gateway(gateway_config(free_port(), backends=backends_for(be.url), routes=[API]))
+    status, headers, body = request(gw.port, "GET", "/api/folded")
+    assert status == 502 and headers["X-Matchgate-Error"] == "bad-gateway-response", (status, headers)
+    assert "Set-Cookie" not in headers and b"injected" not in body
+
+
+@pytest.mark.parametrize("status_line", [b"HTTP/1.1 200 OK\rSet-Cookie: injected=1", b"HTTP/1.1 200 O\x00K",
+                                         b"HTTP/1.1 200 \x1b[0m"])
+def test_malformed_backend_reason_phrase_is_502(start_gateway, raw_backend_factory, status_line):
+    be = raw_backend_factory(head_backend(status_line, b"X-Good: 1"))
+    gw = start_gateway(gateway_config(free_port(), backends=backends_for(be.url), routes=[API]))
+    with RawClient(gw.port) as c:
+        resp = c.request("GET", "/api/reason")
+    assert resp.status == 502, resp
+    assert resp.get("x-matchgate-error") == "bad-gateway-response"
+    assert resp.get("set-cookie") is None and "injected" not in resp.reason
+
+
+def test_unusual_but_valid_backend_fields_pass(start_gateway, raw_backend_factory):
+    be = raw_backend_factory(head_backend(b"HTTP/1.1 200 Fine Thanks", b"X-Space-Before-Colon : v", b"X-Empty:",
+                                          b"X-Tab: a\tb", b"X-Obs-Text: caf\xc3\xa9", b"X-Token!#$%&'*+-.^_`|~: t"))
+    gw = start_gateway(gateway_config(free_port(), backends=backends_for(be.url), routes=[API]))
+    with RawClient(gw.port) as c:
+        resp = c.request("GET", "/api/valid")
+    assert resp.status == 200 and resp.reason == "Fine Thanks", resp
+    assert resp.get("x-space-before-colon") == "v"  # RFC 9112 5.1: the proxy removes the space
+    assert resp.get("x-empty") == ""
+    assert resp.get("x-tab") == "a\tb"
+    assert resp.get("x-obs-text") == "caf\xc3\xa9"
+    assert resp.get("x-token!#$%&'*+-.^_`|~") == "t"
+
+
+def test_malformed_backend_header_is_502_over_http2(start_gateway, raw_backend_factory):
+    import h2client
+    be = raw_backend_factory(head_backend(b"HTTP/1.1 200 OK", b"X-Evil: a\rb"))
+    gw = start_gateway(gateway_config(free_port(), backends=backends_for(be.url), routes=[API]))
+    res = h2client.get(gw.port, b"/api/h2")
+    assert res.status == 502 and res.get("x-matchgate-error") == "bad-gateway-response", res
+
+
+# --------------------------------------------------------------------------------------
 # Backend keep-alive
 
 

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from rawhttp import RawClient, read_response
 from support import free_port, gateway_config, request, wait_until
 
 
@@ -232,6 +233,39 @@ def test_connection_request_rate_cap_http1(start_gateway, backend):
     assert len(backend.requests) == len(codes) - 1
     # other connections are not affected
     assert get(gw)[0] == 200
+
+
+def test_connection_request_rate_cap_holds_for_connections_1024_ids_apart(start_gateway):
+    """Issue 13 item 4: the counts were kept in a 1024-slot table by connection id, so two
+    connections 1024 ids apart reset each other's count and neither was ever capped."""
+    port = free_port()
+    conf = gateway_config(port, routes=[{"name": "ping", "respond": {"status": 200, "body": "pong"}}], workers=1,
+                          limits={"max_requests_per_connection_per_second": 5})
+    start_gateway(conf)
+    with RawClient(port) as a:
+        assert a.request("GET", "/a").status == 200
+        # h2o numbers connections in accept order, one process-wide counter: one worker accepts these
+        # 1023 one after the other (each answered before the next), so the next connection is a's + 1024
+        for _ in range(1023):
+            with RawClient(port) as c:
+                c.send(b"GET /ping HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                assert read_response(c.stream).status == 200
+        with RawClient(port) as b:
+            passed = {"a": 0, "b": 0}
+            refused = {}
+            for _ in range(12):
+                for name, c in (("a", a), ("b", b)):
+                    if name in refused:
+                        continue
+                    resp = c.request("GET", "/" + name)
+                    if resp.status == 429:
+                        refused[name] = resp.get("x-matchgate-error")
+                    else:
+                        assert resp.status == 200
+                        passed[name] += 1
+    # 5 per one-second window; a burst straddling a second gets at most 5 + 5 before its 429
+    assert refused == {"a": "connection-rate-limited", "b": "connection-rate-limited"}, (passed, refused)
+    assert passed["b"] <= 10 and passed["a"] <= 10, passed
 
 
 @pytest.mark.skipif(shutil.which("h2load") is None, reason="h2load (nghttp2-client) not installed")

@@ -466,3 +466,86 @@ def test_a_message_too_big_after_another_frame_still_gets_1009(start_gateway, ws
         while opcode != 8:  # the echo of "small" may come first
             opcode, payload = read_frame(s)
         assert struct.unpack("!H", payload[:2])[0] == 1009
+
+
+# --------------------------------------------------------------------------------------
+# What the client's upgrade request may and may not carry through the tunnel (issue 13)
+
+UPGRADE_KEY = "dGhlIHNhbXBsZSBub25jZQ=="
+UPGRADE_ACCEPT = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+
+
+def upgrade_answer(port, path, extra=""):
+    """Sends an upgrade with `extra` header lines (CRLF-terminated) and returns the answer's head and
+    whether the gateway closed the connection after a refusal."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall((f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n{extra}"
+                   f"Sec-WebSocket-Key: {UPGRADE_KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = s.recv(4096)
+            assert chunk, f"closed without an answer: {data!r}"
+            data += chunk
+        head = data.split(b"\r\n\r\n", 1)[0]
+        closed = False
+        if not head.startswith(b"HTTP/1.1 101"):
+            s.settimeout(3)
+            try:
+                while s.recv(4096):
+                    pass
+                closed = True
+            except (socket.timeout, TimeoutError):
+                closed = False
+            except ConnectionResetError:
+                closed = True
+        return head, closed
+
+
+def test_client_connection_header_cannot_remove_what_a_tunnel_route_adds(start_gateway, wsb):
+    port = free_port()
+    conf = gateway_config(port, {"live": [wsb.url]}, [
+        {"name": "sockets", "actions": [{"set_header": {"X-Tenant": "acme", "Authorization": "Bearer internal"}}],
+         "forward": "live"}])
+    start_gateway(conf)
+    head, _ = upgrade_answer(port, "/echo", "Connection: Upgrade, X-Tenant, Authorization, X-Forwarded-For\r\n"
+                                            "X-Tenant: mallory\r\nAuthorization: Bearer stolen\r\nX-Kept: 1\r\n")
+    assert head.startswith(b"HTTP/1.1 101"), head
+    path, headers = wsb.handshakes[-1]
+    assert headers["x-tenant"] == "acme"
+    assert headers["authorization"] == "Bearer internal"
+    assert headers["x-forwarded-for"] == "127.0.0.1"
+    assert headers["x-kept"] == "1"
+    assert headers["connection"].lower() == "upgrade", "the backend's Connection is the tunnel's own"
+
+
+@pytest.mark.parametrize("extra", [
+    "Connection: Upgrade\r\nX-A: a\r\n :  Transfer-Encoding: chunked\r\n",  # the issue's obs-fold
+    "Connection: Upgrade\r\nX-A: a\r\n\tcontinued\r\n",
+    "Connection: Upgrade\r\nHost: y\r\n",  # a second Host
+])
+def test_malformed_upgrade_requests_never_reach_the_backend(gw, wsb, extra):
+    port = int(gw.url.rsplit(":", 1)[1])
+    before = len(wsb.handshakes)
+    head, closed = upgrade_answer(port, "/ws/echo", extra)
+    assert head.startswith(b"HTTP/1.1 400"), head
+    assert b"x-matchgate-error: bad-request" in head.lower()
+    assert closed, "the connection stays open after a framing error"
+    time.sleep(0.2)
+    assert len(wsb.handshakes) == before, wsb.handshakes[before:]
+
+
+def test_a_folded_line_in_the_backend_answer_to_the_upgrade_is_a_502(start_gateway, raw_backend_factory):
+    def folded_101(stream, backend):
+        stream.read_until(b"\r\n\r\n")
+        stream.sock.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                             f"Sec-WebSocket-Accept: {UPGRADE_ACCEPT}\r\nSec-WebSocket-Protocol: chat\r\n"
+                             " Set-Cookie: injected=1\r\n\r\n").encode())
+        stream.read_to_eof(timeout=3)
+
+    be = raw_backend_factory(folded_101)
+    port = free_port()
+    start_gateway(gateway_config(port, {"live": [be.url]}, [{"name": "sockets", "forward": "live"}]))
+    head, _ = upgrade_answer(port, "/x", "Connection: Upgrade\r\n")
+    assert head.startswith(b"HTTP/1.1 502"), head
+    assert b"x-matchgate-error: bad-gateway-response" in head.lower()
+    assert b"injected" not in head
