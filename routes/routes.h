@@ -14,14 +14,34 @@
 typedef struct mg_doc mg_doc_t;
 
 /*
+ * The bounds of a document, so that no file, however small, makes its readers use more than a
+ * known amount of memory and time: its size in bytes, and, counting every alias as a copy of
+ * what it stands for, its nodes (each key, value and item), the bytes of its scalars and its
+ * depth. 4,000,000 nodes is twice the 100,000-route configuration of the route-match
+ * benchmark (about 18 nodes a route).
+ */
+#define MG_DOC_MAX_FILE_BYTES (64u << 20)
+#define MG_DOC_MAX_NODES 4000000u
+#define MG_DOC_MAX_BYTES (64u << 20)
+#define MG_DOC_MAX_DEPTH 200
+
+/*
  * Reads one YAML document. Returns NULL after recording an error (syntax errors and
  * unreadable files name FILE:LINE:COL). Aliases are resolved (the alias node shares the
- * anchored subtree); merge keys (<<) are not supported and reported. An empty file yields a
- * document whose root is an empty mapping.
+ * anchored subtree); merge keys (<<) are not supported and reported. A file past one of the
+ * bounds above is refused, at the node that passes it. An empty file yields a document whose
+ * root is an empty mapping.
  */
 mg_doc_t *mg_doc_load_file(const char *path, mg_errors_t *errs);
 /* Same, from memory; `name` is what error messages call the file. */
 mg_doc_t *mg_doc_load_string(const char *name, const char *text, size_t len, mg_errors_t *errs);
+/*
+ * Reads the whole of `fd` (from where it is) into a new NUL-terminated buffer that the caller
+ * frees; *len is its length. NULL after recording "NAME: cannot read: ..." or "NAME: larger
+ * than 64 MiB" (MG_DOC_MAX_FILE_BYTES). Reloads read a file once with it, then validate and
+ * load those very bytes.
+ */
+char *mg_doc_read_fd(int fd, const char *name, size_t *len, mg_errors_t *errs);
 const mg_node_t *mg_doc_root(const mg_doc_t *doc);
 void mg_doc_free(mg_doc_t *doc);
 
