@@ -148,3 +148,16 @@ mg_config_t *mg_config_reload_string(const mg_config_t *running, const char *tex
 {
     return reload_doc(running, mg_doc_load_string(running->file, text, strlen(text), errs), errs);
 }
+
+mg_config_t *mg_config_reload_checked(const mg_config_t *running, mg_errors_t *errs)
+{
+    size_t len;
+    char *text = mg_doc_read_file(running->file, &len, errs);
+    mg_config_t *conf = NULL;
+
+    /* the very bytes the child checked, not the file again: it may have changed meanwhile */
+    if (text != NULL && mg__config_check_in_child(running, text, len, errs) == 0)
+        conf = reload_doc(running, mg_doc_load_string(running->file, text, len, errs), errs);
+    free(text);
+    return conf;
+}

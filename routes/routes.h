@@ -42,6 +42,8 @@ mg_doc_t *mg_doc_load_string(const char *name, const char *text, size_t len, mg_
  * load those very bytes.
  */
 char *mg_doc_read_fd(int fd, const char *name, size_t *len, mg_errors_t *errs);
+/* Same from the file at `path` ("PATH: cannot open: ..." when it cannot be opened). */
+char *mg_doc_read_file(const char *path, size_t *len, mg_errors_t *errs);
 const mg_node_t *mg_doc_root(const mg_doc_t *doc);
 void mg_doc_free(mg_doc_t *doc);
 

@@ -563,20 +563,26 @@ char *mg_doc_read_fd(int fd, const char *name, size_t *len, mg_errors_t *errs)
     return buf;
 }
 
-mg_doc_t *mg_doc_load_file(const char *path, mg_errors_t *errs)
+char *mg_doc_read_file(const char *path, size_t *len, mg_errors_t *errs)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    mg_doc_t *doc = NULL;
-    size_t len;
     char *text;
 
     if (fd < 0) {
         mg_errors_add(errs, NULL, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
-    if ((text = mg_doc_read_fd(fd, path, &len, errs)) != NULL)
-        doc = mg_doc_load_string(path, text, len, errs);
-    free(text);
+    text = mg_doc_read_fd(fd, path, len, errs);
     close(fd);
+    return text;
+}
+
+mg_doc_t *mg_doc_load_file(const char *path, mg_errors_t *errs)
+{
+    size_t len;
+    char *text = mg_doc_read_file(path, &len, errs);
+    mg_doc_t *doc = text != NULL ? mg_doc_load_string(path, text, len, errs) : NULL;
+
+    free(text);
     return doc;
 }

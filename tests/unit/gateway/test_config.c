@@ -116,6 +116,17 @@ Test(config, admin)
     cr_assert_null(conf->admin.token, "no token: no authentication");
 }
 
+Test(config, reload_defaults_and_settings)
+{
+    load(BASE);
+    cr_assert_eq(conf->reload.memory_limit, UINT64_C(1) << 30);
+    cr_assert_eq(conf->reload.timeout_ms, 30000);
+    mg_config_free(conf);
+    load(BASE "reload: {memory_limit: 64MiB, timeout: 250ms}\n");
+    cr_assert_eq(conf->reload.memory_limit, UINT64_C(64) << 20);
+    cr_assert_eq(conf->reload.timeout_ms, 250);
+}
+
 Test(config, backend_defaults)
 {
     load(BASE "backends:\n  crm:\n    servers: [\"http://127.0.0.1:9001/\"]\n");
@@ -524,6 +535,13 @@ static const bad_config_t bad_configs[] = {
      "gw.yaml:1:34: the admin token must not be empty (leave the key out for no token)"},
     {"admin: {address: \":9901\", token: \"a b\"}\n" BASE, "gw.yaml:1:34: the admin token must be printable ASCII without spaces"},
     {"admin: {address: \":9901\", token: [a]}\n" BASE, "gw.yaml:1:34: expected a string, got a sequence"},
+    /* reload */
+    {"reload: 1GiB\n" BASE, "gw.yaml:1:9: expected a mapping, got a scalar"},
+    {"reload: {memory_limit: 63MiB}\n" BASE,
+     "gw.yaml:1:24: reload.memory_limit must be at least 64MiB (the process that checks a file needs that much)"},
+    {"reload: {memory_limit: lots}\n" BASE, "gw.yaml:1:24: invalid size 'lots' (expected e.g. 512, 64KiB, 10MiB)"},
+    {"reload: {timeout: 0s}\n" BASE, "gw.yaml:1:19: timeout must be greater than 0"},
+    {"reload: {timeuot: 1s}\n" BASE, "gw.yaml:1:10: unknown key 'timeuot' (did you mean 'timeout'?)"},
 };
 
 Test(config, bad_files_report_their_first_error_exactly)
