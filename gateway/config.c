@@ -18,7 +18,7 @@
 #define MG_MAX_WORKERS 256
 
 static const char *const top_keys[] = {"listen", "workers", "shutdown_timeout", "access_log", "limits", "backends", "tenants",
-                                       "routes", "admin",   "websocket",        "reload", NULL};
+                                       "routes", "admin",   "websocket",        "reload",     NULL};
 
 /* ---------------------------------------------------------------------------------------
  * Small helpers

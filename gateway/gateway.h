@@ -202,8 +202,9 @@ const mg_quota_t *mg_tenants_quota(const mg_tenants_conf_t *tc, mg_str_t tenant)
 /*
  * Identifies the request's tenant by the rules in order; the first non-empty value wins and is
  * stored in ctx->tenant (ctx->alloc memory when decoded). Returns 1 identified, 0 not, -1 when
- * the value found is longer than MG_TENANT_MAX_LEN or holds a control character (the request
- * gets a 400). Leaves no variables bound.
+ * the value found is longer than MG_TENANT_MAX_LEN or holds a control character, or when a
+ * regex rule could not decide (ctx->error.reason set; a later rule does not stand in for it):
+ * the request gets a 400. Leaves no variables bound.
  */
 int mg_tenants_identify(const mg_tenants_conf_t *tc, mg_ctx_t *ctx);
 

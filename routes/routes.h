@@ -206,6 +206,9 @@ mg_routes_t *mg_routes_compile(const mg_node_t *seq, mg_backend_resolver_t resol
  * First match, depth first: a branch is entered when its condition holds; if none of its
  * children matches, evaluation continues after it, with the variables it bound undone.
  * Returns the chosen leaf route (never a branch) or NULL. On NULL, ctx->num_vars is as on entry.
+ * A condition that cannot be decided (MG_MATCH_ERROR: a regex hit its limit) stops the
+ * evaluation: NULL with ctx->error.reason set and ctx->error.route naming the route; the caller
+ * must refuse the request, not answer "no route".
  */
 const mg_route_t *mg_routes_match(const mg_routes_t *routes, mg_ctx_t *ctx);
 
