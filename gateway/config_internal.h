@@ -42,6 +42,10 @@ void mg__config_backend_free(mg_backend_conf_t *backend);
 /* Reads the optional `admin:` section into cl->conf, after `listen:` (config_admin.c). */
 void mg__config_parse_admin(mg_config_loader_t *cl, const mg_node_t *root);
 void mg__config_admin_free(mg_admin_conf_t *admin);
+/* 1 when the admin API listens on an address other than loopback without a token. */
+int mg__config_admin_exposed(const mg_admin_conf_t *admin);
+/* Records a warning at `at` when mg__config_admin_exposed (`--check` and reloads show it). */
+void mg__config_warn_exposed_admin(const mg_admin_conf_t *admin, const mg_node_t *at, mg_errors_t *errs);
 /* Reads the optional `reload:` section into cl->conf (config_check.c). */
 void mg__config_parse_reload(mg_config_loader_t *cl, const mg_node_t *root);
 /* Checks `len` bytes of text as the next configuration in a child process (config_check.c): 0

@@ -85,11 +85,13 @@ static int copy_listeners(mg_config_t *conf, const mg_config_t *running)
     return failed ? -1 : 0;
 }
 
+/* The address kept may be exposed where the file's was not (the token may go with the file):
+ * warned about then, the file's own case having been warned about as it was read. */
 static int keep_admin_address(mg_config_t *conf, const mg_config_t *running, const mg_node_t *root, mg_errors_t *errs)
 {
     mg_admin_conf_t *a = &conf->admin;
     const mg_admin_conf_t *r = &running->admin;
-    int failed = 0;
+    int failed = 0, warned = mg__config_admin_exposed(a);
 
     if ((a->address == NULL) == (r->address == NULL) &&
         (a->address == NULL || mg__config_same_address(&a->addr, a->addrlen, &r->addr, r->addrlen)))
@@ -99,6 +101,8 @@ static int keep_admin_address(mg_config_t *conf, const mg_config_t *running, con
     a->address = copy_or_null(r->address, &failed);
     a->addr = r->addr;
     a->addrlen = r->addrlen;
+    if (!warned && !failed)
+        mg__config_warn_exposed_admin(a, position(root, "admin", "address"), errs);
     return failed ? -1 : 0;
 }
 
