@@ -18,7 +18,7 @@
 #define MG_MAX_WORKERS 256
 
 static const char *const top_keys[] = {"listen", "workers", "shutdown_timeout", "access_log", "limits", "backends", "tenants",
-                                       "routes", "admin",   "websocket",        NULL};
+                                       "routes", "admin",   "websocket",        "reload",     NULL};
 
 /* ---------------------------------------------------------------------------------------
  * Small helpers
@@ -234,6 +234,7 @@ static mg_config_t *config_new(const char *file)
     conf->limits.client_idle_timeout_ms = 60000;
     conf->limits.max_http2_streams = 100;
     conf->limits.max_requests_per_connection_per_second = 10000;
+    conf->reload = (mg_reload_conf_t){.memory_limit = UINT64_C(1) << 30, .timeout_ms = 30000};
     conf->websocket = (mg_websocket_conf_t){.idle_timeout_ms = 120000,
                                             .ping_interval_ms = 30000,
                                             .close_timeout_ms = 5000,
@@ -254,6 +255,7 @@ static void config_read(mg_config_loader_t *cl, const mg_node_t *root)
     mg__config_parse_tenants(cl, root);
     parse_routes(cl, root);
     mg__config_parse_admin(cl, root);
+    mg__config_parse_reload(cl, root);
 }
 
 mg_config_t *mg__config_from_doc(const char *file, mg_doc_t *doc, mg_errors_t *errs)
@@ -289,7 +291,12 @@ mg_config_t *mg_config_load(const char *file, mg_errors_t *errs)
 
 mg_config_t *mg_config_load_string(const char *name, const char *text, mg_errors_t *errs)
 {
-    mg_doc_t *doc = mg_doc_load_string(name, text, strlen(text), errs);
+    return mg_config_load_text(name, text, strlen(text), errs);
+}
+
+mg_config_t *mg_config_load_text(const char *name, const char *text, size_t len, mg_errors_t *errs)
+{
+    mg_doc_t *doc = mg_doc_load_string(name, text, len, errs);
     mg_config_t *conf;
 
     if (doc == NULL)

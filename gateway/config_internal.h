@@ -1,7 +1,7 @@
 /*
  * What the configuration loader's source files share (config.c, config_listen.c,
- * config_backends.c, config_tenants.c, config_admin.c, config_reload.c). Private to them: the rest of the gateway reads the
- * finished mg_config_t through gateway.h.
+ * config_backends.c, config_tenants.c, config_admin.c, config_reload.c, config_check.c). Private to them: the rest of the gateway
+ * reads the finished mg_config_t through gateway.h.
  */
 #ifndef MG_GATEWAY_CONFIG_INTERNAL_H
 #define MG_GATEWAY_CONFIG_INTERNAL_H
@@ -42,6 +42,15 @@ void mg__config_backend_free(mg_backend_conf_t *backend);
 /* Reads the optional `admin:` section into cl->conf, after `listen:` (config_admin.c). */
 void mg__config_parse_admin(mg_config_loader_t *cl, const mg_node_t *root);
 void mg__config_admin_free(mg_admin_conf_t *admin);
+/* 1 when the admin API listens on an address other than loopback without a token. */
+int mg__config_admin_exposed(const mg_admin_conf_t *admin);
+/* Records a warning at `at` when mg__config_admin_exposed (`--check` and reloads show it). */
+void mg__config_warn_exposed_admin(const mg_admin_conf_t *admin, const mg_node_t *at, mg_errors_t *errs);
+/* Reads the optional `reload:` section into cl->conf (config_check.c). */
+void mg__config_parse_reload(mg_config_loader_t *cl, const mg_node_t *root);
+/* Checks `len` bytes of text as the next configuration in a child process (config_check.c): 0
+ * when it exits 0, else -1 after recording its errors, or how it ended, in `errs`. */
+int mg__config_check_in_child(const mg_config_t *running, const char *text, size_t len, mg_errors_t *errs);
 /* Equal socket addresses (same family, address and port). */
 int mg__config_same_address(const struct sockaddr_storage *a, socklen_t alen, const struct sockaddr_storage *b, socklen_t blen);
 

@@ -85,11 +85,13 @@ static int copy_listeners(mg_config_t *conf, const mg_config_t *running)
     return failed ? -1 : 0;
 }
 
+/* The address kept may be exposed where the file's was not (the token may go with the file):
+ * warned about then, the file's own case having been warned about as it was read. */
 static int keep_admin_address(mg_config_t *conf, const mg_config_t *running, const mg_node_t *root, mg_errors_t *errs)
 {
     mg_admin_conf_t *a = &conf->admin;
     const mg_admin_conf_t *r = &running->admin;
-    int failed = 0;
+    int failed = 0, warned = mg__config_admin_exposed(a);
 
     if ((a->address == NULL) == (r->address == NULL) &&
         (a->address == NULL || mg__config_same_address(&a->addr, a->addrlen, &r->addr, r->addrlen)))
@@ -99,6 +101,8 @@ static int keep_admin_address(mg_config_t *conf, const mg_config_t *running, con
     a->address = copy_or_null(r->address, &failed);
     a->addr = r->addr;
     a->addrlen = r->addrlen;
+    if (!warned && !failed)
+        mg__config_warn_exposed_admin(a, position(root, "admin", "address"), errs);
     return failed ? -1 : 0;
 }
 
@@ -147,4 +151,17 @@ mg_config_t *mg_config_reload(const mg_config_t *running, mg_errors_t *errs)
 mg_config_t *mg_config_reload_string(const mg_config_t *running, const char *text, mg_errors_t *errs)
 {
     return reload_doc(running, mg_doc_load_string(running->file, text, strlen(text), errs), errs);
+}
+
+mg_config_t *mg_config_reload_checked(const mg_config_t *running, mg_errors_t *errs)
+{
+    size_t len;
+    char *text = mg_doc_read_file(running->file, &len, errs);
+    mg_config_t *conf = NULL;
+
+    /* the very bytes the child checked, not the file again: it may have changed meanwhile */
+    if (text != NULL && mg__config_check_in_child(running, text, len, errs) == 0)
+        conf = reload_doc(running, mg_doc_load_string(running->file, text, len, errs), errs);
+    free(text);
+    return conf;
 }

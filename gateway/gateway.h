@@ -12,7 +12,7 @@
 
 /* ---------------------------------------------------------------------------------------
  * Configuration (config.c, config_listen.c, config_backends.c, config_tenants.c,
- * config_admin.c, config_reload.c). Everything is copied out of the YAML document, which is
+ * config_admin.c, config_reload.c, config_check.c). Everything is copied out of the YAML document, which is
  * freed before mg_config_load returns.
  */
 typedef struct mg_listen_conf {
@@ -109,6 +109,14 @@ typedef struct mg_admin_conf {
     char *token; /* NULL: no authentication; else every call needs Authorization: Bearer <token> */
 } mg_admin_conf_t;
 
+/* reload: the check of a new file in a child process before a reload loads it (config_check.c). */
+typedef struct mg_reload_conf {
+    uint64_t memory_limit; /* bytes of address space the checking process may use */
+    uint64_t timeout_ms;   /* how long it may take; then it is killed and the reload refused */
+} mg_reload_conf_t;
+
+#define MG_RELOAD_MIN_MEMORY (UINT64_C(64) << 20)
+
 /*
  * A loaded configuration. Immutable once the gateway runs, except `refs`: it is shared by the
  * workers, the admin thread and the requests in flight, and freed when the last reference is
@@ -129,6 +137,7 @@ typedef struct mg_config {
     mg_tenants_conf_t tenants;
     mg_routes_t *routes;
     mg_admin_conf_t admin;
+    mg_reload_conf_t reload;
     uint64_t generation; /* 1 for the configuration loaded at start, +1 per successful reload */
     atomic_uint refs;    /* 1 when loaded */
 } mg_config_t;
@@ -139,11 +148,14 @@ typedef struct mg_config {
  * max_request_body 10MiB, max_header_size 64KiB, client_idle_timeout 60s, max_http2_streams
  * 100, connect_timeout 2s, timeout 30s, retries 1, max_in_flight 0
  * (unlimited), queue_timeout 5s, balance round_robin, weight 1; websocket: idle_timeout 120s,
- * ping_interval 30s, close_timeout 5s, max_message_size 16MiB, max_queued_messages 1024.
+ * ping_interval 30s, close_timeout 5s, max_message_size 16MiB, max_queued_messages 1024;
+ * reload: memory_limit 1GiB, timeout 30s.
  */
 mg_config_t *mg_config_load(const char *file, mg_errors_t *errs);
 /* Same from memory (tests); `name` is the file name used in messages. */
 mg_config_t *mg_config_load_string(const char *name, const char *text, mg_errors_t *errs);
+/* Same from `len` bytes (which may hold a NUL: the YAML reader then refuses them). */
+mg_config_t *mg_config_load_text(const char *name, const char *text, size_t len, mg_errors_t *errs);
 /*
  * Loads `running->file` again for a reload. NULL after recording every error (`running` is not
  * touched). On success the result has generation running->generation + 1, and the settings that
@@ -155,6 +167,19 @@ mg_config_t *mg_config_load_string(const char *name, const char *text, mg_errors
 mg_config_t *mg_config_reload(const mg_config_t *running, mg_errors_t *errs);
 /* Same from memory (tests): `text` stands for the file's new content. */
 mg_config_t *mg_config_reload_string(const mg_config_t *running, const char *text, mg_errors_t *errs);
+/*
+ * What the gateway's reloads call: mg_config_reload, but the file is read once and its bytes are
+ * first checked by this binary in a child process (`--check --stdin`), under the running
+ * configuration's reload.memory_limit and reload.timeout; they are loaded here only when that
+ * process exits 0. Whatever the file holds, a failure (its errors, the child running out of
+ * memory, crashing or running late) is recorded in `errs` and NULL returned; `running` is not
+ * touched. Needs /proc/self/exe.
+ */
+mg_config_t *mg_config_reload_checked(const mg_config_t *running, mg_errors_t *errs);
+/* The checking process's side: limits its own address space to `bytes` (0: no limit; builds
+ * with AddressSanitizer never limit it) and offers it to the kernel's OOM killer first. 0, or -1
+ * when the limit could not be set. */
+int mg_config_limit_memory(uint64_t bytes);
 /* Opens the access log named by conf->access_log (stdout for "-") into conf->access_log_fd, which
  * mg_config_free closes. 0, or -1 after recording "cannot open access log ..." in `errs`. */
 int mg_config_open_access_log(mg_config_t *conf, mg_errors_t *errs);
@@ -179,8 +204,9 @@ const mg_quota_t *mg_tenants_quota(const mg_tenants_conf_t *tc, mg_str_t tenant)
 /*
  * Identifies the request's tenant by the rules in order; the first non-empty value wins and is
  * stored in ctx->tenant (ctx->alloc memory when decoded). Returns 1 identified, 0 not, -1 when
- * the value found is longer than MG_TENANT_MAX_LEN or holds a control character (the request
- * gets a 400). Leaves no variables bound.
+ * the value found is longer than MG_TENANT_MAX_LEN or holds a control character, or when a
+ * regex rule could not decide (ctx->error.reason set; a later rule does not stand in for it):
+ * the request gets a 400. Leaves no variables bound.
  */
 int mg_tenants_identify(const mg_tenants_conf_t *tc, mg_ctx_t *ctx);
 

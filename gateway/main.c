@@ -3,8 +3,10 @@
  */
 #include <curl/curl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <malloc.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "gateway/gateway.h"
 
@@ -12,6 +14,8 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: matchgate -c FILE          run the gateway\n"
                  "       matchgate --check -c FILE  validate FILE and exit (0 valid, 1 invalid)\n"
+                 "       matchgate --check --stdin [--memory-limit SIZE] -c FILE\n"
+                 "                                  validate stdin as FILE (how a reload checks a file)\n"
                  "       matchgate --version\n"
                  "       matchgate --help\n"
                  "\n"
@@ -20,11 +24,35 @@ static void usage(FILE *out)
                  "admin API does); an invalid file is refused and the running one kept.\n");
 }
 
+/* The options of `--check` that a reload passes to the process checking a file for it
+ * (gateway/config_check.c): the text comes on stdin (FILE names it and anchors its relative
+ * paths), within an address-space limit. Usable by hand too. */
+typedef struct check_input {
+    int from_stdin;
+    uint64_t memory_limit; /* 0: none */
+} check_input_t;
+
+/* Reads the configuration from stdin; NULL after recording why. */
+static mg_config_t *load_stdin(const char *file, mg_errors_t *errs)
+{
+    size_t len;
+    char *text = mg_doc_read_fd(0, file, &len, errs);
+    mg_config_t *conf = text != NULL ? mg_config_load_text(file, text, len, errs) : NULL;
+
+    free(text);
+    return conf;
+}
+
 /* Loads the file, printing every error and warning; NULL when invalid. */
-static mg_config_t *load(const char *file)
+static mg_config_t *load(const char *file, const check_input_t *in)
 {
     mg_errors_t errs = {0};
-    mg_config_t *conf = mg_config_load(file, &errs);
+    mg_config_t *conf = NULL;
+
+    if (mg_config_limit_memory(in->memory_limit) != 0)
+        mg_errors_add(&errs, NULL, "%s: cannot limit the memory of the check to %" PRIu64 " bytes", file, in->memory_limit);
+    else
+        conf = in->from_stdin ? load_stdin(file, &errs) : mg_config_load(file, &errs);
     mg_errors_print(&errs, stderr);
     mg_errors_clear(&errs);
     return conf;
@@ -50,8 +78,11 @@ int main(int argc, char **argv)
                                             {"check", no_argument, NULL, 't'},
                                             {"version", no_argument, NULL, 'v'},
                                             {"help", no_argument, NULL, 'h'},
+                                            {"stdin", no_argument, NULL, 's'},
+                                            {"memory-limit", required_argument, NULL, 'm'},
                                             {NULL, 0, NULL, 0}};
     const char *file = NULL;
+    check_input_t in = {0, 0};
     int check = 0, opt;
     while ((opt = getopt_long(argc, argv, "c:th", options, NULL)) != -1) {
         switch (opt) {
@@ -67,16 +98,25 @@ int main(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case 's':
+            in.from_stdin = 1;
+            break;
+        case 'm':
+            if (mg_parse_size(optarg, strlen(optarg), &in.memory_limit) != 0) {
+                usage(stderr);
+                return 2;
+            }
+            break;
         default:
             usage(stderr);
             return 2;
         }
     }
-    if (file == NULL || optind != argc) {
+    if (file == NULL || optind != argc || (!check && (in.from_stdin || in.memory_limit != 0))) {
         usage(stderr);
         return 2;
     }
-    mg_config_t *conf = load(file);
+    mg_config_t *conf = load(file, &in);
     if (conf == NULL)
         return 1;
     if (check) {

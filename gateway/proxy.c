@@ -342,6 +342,23 @@ static void dispatch(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_result
         mg_dispatch_forward(r, ctx);
 }
 
+/*
+ * A condition or tenant rule that could not be decided (a regex past its PCRE2 limit) refuses
+ * the request, never routes it as a non-match (a deny rule would fail open): 400 and one line
+ * on stderr naming the route (or tenants.identify) and the regex.
+ */
+static void refuse_undecided(mg_request_t *r, const mg_ctx_t *ctx)
+{
+    const mg_match_error_t *e = &ctx->error;
+    int len = e->pattern.len > 200 ? 200 : (int)e->pattern.len;
+    char *reason = h2o_mem_alloc_pool(&r->req->pool, 64);
+
+    fprintf(stderr, "matchgate: %s%s%s: regex '%.*s' %s: request refused (400)\n", e->route ? "route '" : "tenants.identify",
+            e->route ? e->route : "", e->route ? "'" : "", len, e->pattern.base, e->reason);
+    snprintf(reason, 64, "a regex %s", e->reason);
+    mg_request_send_error(r, 400, "bad-request", reason);
+}
+
 /* What every request must pass before routing: size limits, a path, a Host, the tenant rules. */
 static int admit(mg_request_t *r, mg_ctx_t *ctx)
 {
@@ -359,7 +376,9 @@ static int admit(mg_request_t *r, mg_ctx_t *ctx)
                                                            : "invalid request path");
     } else if (r->host.len == 0 && req->version == 0x101) {
         mg_request_send_error(r, 400, "bad-request", "HTTP/1.1 request without Host");
-    } else if ((identified = mg_tenants_identify(&conf->tenants, ctx)) < 0) {
+    } else if ((identified = mg_tenants_identify(&conf->tenants, ctx)) < 0 && ctx->error.reason != NULL) {
+        refuse_undecided(r, ctx);
+    } else if (identified < 0) {
         mg_request_send_error(r, 400, "bad-request", "invalid tenant name");
     } else if (identified == 0 && conf->tenants.reject_unidentified) {
         mg_request_send_error(r, 401, "unidentified", "the request names no tenant");
@@ -381,7 +400,9 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     if (mg_limits_check_connection(r) != 0 || mg_request_check(r) != 0 || admit(r, &ctx) != 0 ||
         mg_limits_check_tenant(r, &ctx) != 0)
         return 0;
-    if ((r->route = mg_routes_match(r->conf->routes, &ctx)) == NULL)
+    if ((r->route = mg_routes_match(r->conf->routes, &ctx)) == NULL && ctx.error.reason != NULL)
+        refuse_undecided(r, &ctx);
+    else if (r->route == NULL)
         mg_request_send_error(r, 404, "no-route", "no route matches the request");
     else if (mg_limits_check_routes(r, &ctx) != 0)
         return 0;

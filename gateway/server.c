@@ -320,7 +320,7 @@ int mg_gateway_reload(mg_gateway_t *gw, mg_errors_t *errs)
 {
     pthread_mutex_lock(&gw->reload_lock);
     /* only a reload writes gw->conf, and this one holds the lock: no reference needed to read it */
-    mg_config_t *conf = mg_config_reload(gw->conf, errs);
+    mg_config_t *conf = mg_config_reload_checked(gw->conf, errs);
     if (conf != NULL && mg_config_open_access_log(conf, errs) != 0) {
         mg_config_free(conf);
         conf = NULL;

@@ -22,34 +22,37 @@ const mg_quota_t *mg_tenants_quota(const mg_tenants_conf_t *tc, mg_str_t tenant)
     return tc->default_quota.requests != 0 ? &tc->default_quota : NULL;
 }
 
-/* The group `tenant` of a regex rule; the variables the match bound are undone. */
-static mg_str_t regex_value(const mg_identify_rule_t *rule, mg_ctx_t *ctx)
+/* The group `tenant` of a regex rule into *value (empty without a match); the variables the
+ * match bound are undone. MG_MATCH_ERROR when the regex could not decide, else 0. */
+static int regex_value(const mg_identify_rule_t *rule, mg_ctx_t *ctx, mg_str_t *value)
 {
     size_t saved = ctx->num_vars;
     int encoded = rule->kind == MG_IDENTIFY_PATH ? MG_VAR_ENCODED : 0;
-    mg_str_t value = {NULL, 0};
+    int matched = mg_regex_match(rule->regex, rule->kind == MG_IDENTIFY_PATH ? ctx->path : ctx->host, ctx, encoded);
 
-    if (mg_regex_match(rule->regex, rule->kind == MG_IDENTIFY_PATH ? ctx->path : ctx->host, ctx, encoded)) {
+    *value = mg_str(NULL, 0);
+    if (matched == 1) {
         const mg_str_t *v = mg_ctx_get_var(ctx, mg_str("tenant", 6));
         if (v != NULL && v->len != 0 && encoded) {
             /* a path slice is still %-encoded: the tenant is the decoded name */
             char *buf = mg_alloc(&ctx->alloc, v->len);
-            value = mg_str(buf, mg_percent_decode(v->base, v->len, buf, 0));
+            *value = mg_str(buf, mg_percent_decode(v->base, v->len, buf, 0));
         } else if (v != NULL) {
-            value = *v;
+            *value = *v;
         }
     }
     ctx->num_vars = saved;
-    return value;
+    return matched == MG_MATCH_ERROR ? MG_MATCH_ERROR : 0;
 }
 
-static mg_str_t rule_value(const mg_identify_rule_t *rule, mg_ctx_t *ctx)
+static int rule_value(const mg_identify_rule_t *rule, mg_ctx_t *ctx, mg_str_t *value)
 {
     if (rule->kind == MG_IDENTIFY_HEADER) {
         const mg_str_t *v = mg_ctx_get_header(ctx, mg_str(rule->header, strlen(rule->header)));
-        return v != NULL ? *v : mg_str(NULL, 0);
+        *value = v != NULL ? *v : mg_str(NULL, 0);
+        return 0;
     }
-    return regex_value(rule, ctx);
+    return regex_value(rule, ctx, value);
 }
 
 /*
@@ -73,7 +76,10 @@ static int valid_name(mg_str_t v)
 int mg_tenants_identify(const mg_tenants_conf_t *tc, mg_ctx_t *ctx)
 {
     for (size_t i = 0; i < tc->num_identify; i++) {
-        mg_str_t v = rule_value(&tc->identify[i], ctx);
+        mg_str_t v;
+        /* a rule that cannot decide might have named the tenant: later rules cannot stand in */
+        if (rule_value(&tc->identify[i], ctx, &v) != 0)
+            return -1;
         if (v.len == 0)
             continue;
         if (!valid_name(v))

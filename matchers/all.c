@@ -11,15 +11,20 @@ static int mg_all_compile(mg_matcher_t *self, const mg_node_t *arg, mg_errors_t 
     return mg_matcher_list_compile(self, arg, errs);
 }
 
+/* A child that cannot be decided does not decide alone: a later one that fails still makes
+ * `all` fail, whatever the undecided one would have said. */
 static int mg_all_match(const mg_matcher_t *self, mg_ctx_t *ctx)
 {
     const mg_matcher_list_t *list = self->data;
+    int undecided = 0;
     /* A failing child leaves the bindings of the earlier ones: our caller undoes them all. */
     for (size_t i = 0; i != list->size; ++i) {
-        if (!list->items[i]->ops->match(list->items[i], ctx))
+        int matched = mg_matcher_match(list->items[i], ctx);
+        if (matched == 0)
             return 0;
+        undecided |= matched == MG_MATCH_ERROR;
     }
-    return 1;
+    return undecided ? MG_MATCH_ERROR : 1;
 }
 
 /* Every child's requirement holds at once. Two different exact hosts (or paths) cannot both

@@ -4,15 +4,20 @@
  */
 #include "matchers/matchers.h"
 
+/* A child that cannot be decided does not decide alone: a later one that matches still makes
+ * `any` match, whatever the undecided one would have said. */
 static int mg_any_match(const mg_matcher_t *self, mg_ctx_t *ctx)
 {
     const mg_matcher_list_t *list = self->data;
+    int undecided = 0;
     for (size_t i = 0; i != list->size; ++i) {
         /* mg_matcher_match undoes a failed alternative before the next one runs. */
-        if (mg_matcher_match(list->items[i], ctx))
+        int matched = mg_matcher_match(list->items[i], ctx);
+        if (matched == 1)
             return 1;
+        undecided |= matched == MG_MATCH_ERROR;
     }
-    return 0;
+    return undecided ? MG_MATCH_ERROR : 0;
 }
 
 const mg_matcher_ops_t mg_matcher_any = {

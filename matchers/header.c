@@ -49,18 +49,25 @@ static int mg_header_compile(mg_matcher_t *self, const mg_node_t *arg, mg_errors
     return mg_header_check_name(f, mg_node_get(arg, "name"), errs);
 }
 
+/* Like `any` over the instances: one that passes decides, one that cannot be decided only
+ * when none passes. */
 static int mg_header_match(const mg_matcher_t *self, mg_ctx_t *ctx)
 {
     const mg_field_t *f = self->data;
+    int undecided = 0;
     for (size_t i = 0; i != ctx->num_headers; ++i) {
         const mg_header_t *h = &ctx->headers[i];
         if (h->name.len != f->name.len || memcmp(h->name.base, f->name.base, f->name.len) != 0)
             continue;
         if (f->op == MG_FIELD_PRESENT)
             return f->present;
-        if (mg__field_test(f, h->value, ctx))
+        int passed = mg__field_test(f, h->value, ctx);
+        if (passed == 1)
             return 1;
+        undecided |= passed == MG_MATCH_ERROR;
     }
+    if (undecided)
+        return MG_MATCH_ERROR;
     return f->op == MG_FIELD_PRESENT && !f->present;
 }
 

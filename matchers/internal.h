@@ -32,8 +32,9 @@ typedef struct mg_field {
  * exactly one test. 0, or -1 after recording errors (f may hold a part: mg__field_dispose it).
  */
 int mg__field_compile(mg_field_t *f, const char *kind, const mg_node_t *arg, mg_errors_t *errs);
-/* 1 when `value` passes the value test (any op but MG_FIELD_PRESENT), byte for byte. A regex
- * binds its named groups with flags 0: `value` must live as long as the request. */
+/* 1 when `value` passes the value test (any op but MG_FIELD_PRESENT), byte for byte, 0 when it
+ * does not, MG_MATCH_ERROR when a regex could not decide. A regex binds its named groups with
+ * flags 0: `value` must live as long as the request. */
 int mg__field_test(const mg_field_t *f, mg_str_t value, mg_ctx_t *ctx);
 /* {"<kind>":{"name":N,"<op>":V}} */
 size_t mg__field_describe(const mg_field_t *f, const char *kind, char *buf, size_t size);

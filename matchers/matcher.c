@@ -101,13 +101,20 @@ mg_matcher_t *mg_matcher_compile(const mg_node_t *cond, mg_errors_t *errs)
     return mg_matcher_compile_in(cond, cond != NULL ? cond->file : NULL, errs);
 }
 
+/* A decided result owes nothing to a failure inside it (an `any` that matched by another part):
+ * ctx->error describes a failure only while the result that carries it is MG_MATCH_ERROR. A
+ * failure recorded before this call stays (only the first one is recorded). */
 int mg_matcher_match(const mg_matcher_t *m, mg_ctx_t *ctx)
 {
     size_t mark = ctx->num_vars;
-    if (m->ops->match(m, ctx))
+    int failed_before = ctx->error.reason != NULL;
+    int matched = m->ops->match(m, ctx);
+    if (matched != MG_MATCH_ERROR && !failed_before)
+        ctx->error.reason = NULL;
+    if (matched == 1)
         return 1;
     ctx->num_vars = mark;
-    return 0;
+    return matched;
 }
 
 size_t mg_matcher_describe(const mg_matcher_t *m, char *buf, size_t size)

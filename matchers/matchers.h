@@ -202,6 +202,20 @@ static inline void *mg_alloc(const mg_alloc_t *a, size_t size)
 
 #define MG_CTX_MAX_VARS 32
 
+/*
+ * A condition that could not be decided: a regex that hit a PCRE2 limit matched neither way.
+ * Matchers return MG_MATCH_ERROR for it (1 is a match, 0 no match), and the first failure is
+ * described in mg_ctx_t.error for the log line. The request must then be refused: choosing a
+ * route as if it were "no match" would let a deny rule fail open.
+ */
+#define MG_MATCH_ERROR (-1)
+
+typedef struct mg_match_error {
+    const char *reason; /* NULL: no failure; else "hit the match limit", "hit the depth limit", ... */
+    mg_str_t pattern;   /* the regex */
+    const char *route;  /* the route whose condition it was (set by routes/), or NULL */
+} mg_match_error_t;
+
 typedef struct mg_ctx {
     mg_str_t method;
     mg_str_t scheme; /* "http" or "https" */
@@ -216,6 +230,7 @@ typedef struct mg_ctx {
     mg_alloc_t alloc;
     mg_var_t vars[MG_CTX_MAX_VARS];
     size_t num_vars;
+    mg_match_error_t error; /* zero until a condition could not be decided */
 } mg_ctx_t;
 
 /* Binds `name` to `value` (a later binding shadows an earlier one). -1 when the table is full. */
@@ -300,7 +315,8 @@ typedef struct mg_matcher_ops {
     const char *name; /* the condition's key in YAML: "path", "all", ... */
     /* Compiles `arg` (the value under the key) into self->data. 0 or -1 (errors recorded). */
     int (*compile)(mg_matcher_t *self, const mg_node_t *arg, mg_errors_t *errs);
-    /* 1 when the request matches, else 0. May bind variables; the caller undoes them on 0. */
+    /* 1 when the request matches, 0 when it does not, MG_MATCH_ERROR when that cannot be decided
+     * (ctx->error says why). May bind variables; the caller undoes them on anything but 1. */
     int (*match)(const mg_matcher_t *self, mg_ctx_t *ctx);
     /* Frees self->data (self itself is freed by mg_matcher_free). */
     void (*dispose)(mg_matcher_t *self);
@@ -326,7 +342,13 @@ struct mg_matcher {
  * a mapping with several keys means all of them. Returns NULL after recording errors.
  */
 mg_matcher_t *mg_matcher_compile(const mg_node_t *cond, mg_errors_t *errs);
-/* 1 on match, 0 otherwise; on 0 every variable bound during the attempt is undone. */
+/*
+ * 1 on match, 0 otherwise, MG_MATCH_ERROR when undecidable; on anything but 1 every variable
+ * bound during the attempt is undone. Combinators follow three-valued logic, so that an
+ * undecidable part only decides when nothing else does: `all` is 0 when a part is 0, else
+ * MG_MATCH_ERROR when a part is; `any` is 1 when a part is 1, else MG_MATCH_ERROR when a part
+ * is; `not` of MG_MATCH_ERROR is MG_MATCH_ERROR (never a match).
+ */
 int mg_matcher_match(const mg_matcher_t *m, mg_ctx_t *ctx);
 size_t mg_matcher_describe(const mg_matcher_t *m, char *buf, size_t size);
 /* What every request matched by `m` has (see mg_matcher_keys_t); `m` may be NULL (always). */
@@ -404,11 +426,20 @@ size_t mg_path_skip_params(mg_str_t path, size_t i);
  */
 typedef struct mg_regex mg_regex_t;
 
+/* The bounds of one match (see regex.c): backtracking steps, the interpreter's backtracking depth
+ * and heap, and each thread's JIT stack. */
+#define MG_REGEX_MATCH_LIMIT 1000000u
+#define MG_REGEX_DEPTH_LIMIT 250000u
+#define MG_REGEX_HEAP_LIMIT (32u << 20)
+#define MG_REGEX_JIT_STACK (8u << 20)
+
 /* Compiles the string in scalar `node`; a bad pattern is an error at the node naming the offset
  * ("invalid regex at offset 5: missing closing parenthesis"). `caseless` for host names. */
 mg_regex_t *mg_regex_compile(const mg_node_t *node, int caseless, mg_errors_t *errs);
 /* 1 on match; named groups that took part are bound as variables with `var_flags`. On 0 (or
- * when the variable table is full, which counts as no match) nothing is bound. */
+ * when the variable table is full, which counts as no match) nothing is bound. MG_MATCH_ERROR
+ * when the match hit one of the limits above (or found no memory for its match data): nothing
+ * is bound, and ctx->error names the pattern and the limit unless an earlier failure did. */
 int mg_regex_match(const mg_regex_t *re, mg_str_t subject, mg_ctx_t *ctx, int var_flags);
 /* 1 when the pattern has a named group `name`. */
 int mg_regex_binds(const mg_regex_t *re, mg_str_t name);

@@ -1,7 +1,8 @@
 /*
  * `not: cond`: holds when the condition does not. Binds nothing either way: when the inner
  * condition matches (so `not` fails) its variables are undone, and when it fails it has
- * nothing to give.
+ * nothing to give. A condition that cannot be decided stays undecided: the negation of a
+ * regex that gave up is not a match (a `not` around a deny pattern must not fail open).
  */
 #include "matchers/matchers.h"
 
@@ -16,7 +17,7 @@ static int mg_not_match(const mg_matcher_t *self, mg_ctx_t *ctx)
     size_t mark = ctx->num_vars;
     int matched = mg_matcher_match(self->data, ctx);
     ctx->num_vars = mark;
-    return !matched;
+    return matched == MG_MATCH_ERROR ? MG_MATCH_ERROR : !matched;
 }
 
 static void mg_not_dispose(mg_matcher_t *self)

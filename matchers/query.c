@@ -36,17 +36,23 @@ static mg_str_t mg_query_decode(mg_ctx_t *ctx, mg_str_t value)
     return mg_str(buf, mg_percent_decode(value.base, value.len, buf, 1));
 }
 
+/* Like headers: an occurrence that passes decides, one that cannot be decided only when none passes. */
 static int mg_query_match(const mg_matcher_t *self, mg_ctx_t *ctx)
 {
     const mg_field_t *f = self->data;
     size_t pos = 0;
     mg_str_t value;
+    int undecided = 0;
     while (mg_query_param_next(ctx->query, f->name, &pos, &value)) {
         if (f->op == MG_FIELD_PRESENT)
             return f->present;
-        if (mg__field_test(f, mg_query_decode(ctx, value), ctx))
+        int passed = mg__field_test(f, mg_query_decode(ctx, value), ctx);
+        if (passed == 1)
             return 1;
+        undecided |= passed == MG_MATCH_ERROR;
     }
+    if (undecided)
+        return MG_MATCH_ERROR;
     return f->op == MG_FIELD_PRESENT && !f->present;
 }
 

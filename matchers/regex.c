@@ -5,7 +5,18 @@
  * The match data (the ovector) belongs to the matching thread, not to the pattern: patterns
  * are shared by every worker, and one match data per request would be an allocation per
  * match. Each thread gets one on its first match, grown only when a pattern needs more pairs,
- * and freed by the pthread key's destructor when the thread exits.
+ * with a match context of its own (the limits below and its JIT stack), all freed by the
+ * pthread key's destructor when the thread exits.
+ *
+ * Limits. A pattern such as ^(a+)+$ backtracks exponentially on "aaaa...b": PCRE2's defaults
+ * (10,000,000 steps, 20 GB of backtracking heap) let one such request cost 30 ms of JIT time,
+ * 250 ms interpreted, per regex. MG_REGEX_MATCH_LIMIT is a tenth of that: 2 to 3 ms (JIT) or
+ * about 30 ms (interpreted) in the worst case, while a linear pattern over a 64 KiB value
+ * needs under 70,000 steps. The depth and heap limits bound the interpreter (used when JIT is
+ * not available) and the JIT stack bounds the JIT: ^(a|b)*$ over a 64 KiB header fits in
+ * each. A match that hits a limit is neither a match nor a non-match: mg_regex_match returns
+ * MG_MATCH_ERROR and says why in ctx->error, and the caller refuses the request (fail closed: a
+ * deny rule whose regex gave up must not let the request through).
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -31,38 +42,69 @@ struct mg_regex {
 /* Enough for most patterns, so that a thread rarely has to grow its match data. */
 #define MG_REGEX_MIN_PAIRS 16
 
+/* A thread's matching state: created on its first match, freed when it exits. */
+typedef struct mg_regex_thread {
+    pcre2_match_data *md;
+    pcre2_match_context *mc;
+    pcre2_jit_stack *jit_stack;
+} mg_regex_thread_t;
+
 static pthread_once_t mg_regex_once = PTHREAD_ONCE_INIT;
 static pthread_key_t mg_regex_key;
 
-static void mg_regex_free_match_data(void *md)
+static void mg_regex_thread_free(void *arg)
 {
-    pcre2_match_data_free(md);
+    mg_regex_thread_t *t = arg;
+    if (t == NULL)
+        return;
+    pcre2_match_data_free(t->md);
+    pcre2_match_context_free(t->mc);
+    pcre2_jit_stack_free(t->jit_stack);
+    free(t);
 }
 
 static void mg_regex_create_key(void)
 {
-    if (pthread_key_create(&mg_regex_key, mg_regex_free_match_data) != 0)
+    if (pthread_key_create(&mg_regex_key, mg_regex_thread_free) != 0)
         abort();
 }
 
-/* The calling thread's match data, with at least `pairs` pairs. */
-static pcre2_match_data *mg_regex_match_data(uint32_t pairs)
+/* A match context with the limits and a JIT stack of its own; NULL when out of memory. */
+static mg_regex_thread_t *mg_regex_thread_new(void)
+{
+    mg_regex_thread_t *t = calloc(1, sizeof(*t));
+    if (t == NULL || (t->mc = pcre2_match_context_create(NULL)) == NULL ||
+        (t->jit_stack = pcre2_jit_stack_create(32 << 10, MG_REGEX_JIT_STACK, NULL)) == NULL ||
+        pthread_setspecific(mg_regex_key, t) != 0) {
+        mg_regex_thread_free(t);
+        return NULL;
+    }
+    pcre2_set_match_limit(t->mc, MG_REGEX_MATCH_LIMIT);
+    pcre2_set_depth_limit(t->mc, MG_REGEX_DEPTH_LIMIT);
+    pcre2_set_heap_limit(t->mc, MG_REGEX_HEAP_LIMIT >> 10); /* in KiB */
+    pcre2_jit_stack_assign(t->mc, NULL, t->jit_stack);
+    return t;
+}
+
+/* The calling thread's state, its match data with at least `pairs` pairs; NULL when out of
+ * memory (the match then fails closed). */
+static mg_regex_thread_t *mg_regex_thread(uint32_t pairs)
 {
     pthread_once(&mg_regex_once, mg_regex_create_key);
-    pcre2_match_data *md = pthread_getspecific(mg_regex_key);
-    if (md != NULL && pcre2_get_ovector_count(md) >= pairs)
-        return md;
-    pcre2_match_data_free(md);
-    if ((md = pcre2_match_data_create(pairs > MG_REGEX_MIN_PAIRS ? pairs : MG_REGEX_MIN_PAIRS, NULL)) == NULL ||
-        pthread_setspecific(mg_regex_key, md) != 0)
-        abort();
-    return md;
+    mg_regex_thread_t *t = pthread_getspecific(mg_regex_key);
+    if (t == NULL && (t = mg_regex_thread_new()) == NULL)
+        return NULL;
+    if (t->md != NULL && pcre2_get_ovector_count(t->md) >= pairs)
+        return t;
+    pcre2_match_data_free(t->md);
+    t->md = pcre2_match_data_create(pairs > MG_REGEX_MIN_PAIRS ? pairs : MG_REGEX_MIN_PAIRS, NULL);
+    return t->md != NULL ? t : NULL;
 }
 
 void mg_regex_thread_release(void)
 {
     pthread_once(&mg_regex_once, mg_regex_create_key);
-    pcre2_match_data_free(pthread_getspecific(mg_regex_key));
+    mg_regex_thread_free(pthread_getspecific(mg_regex_key));
     if (pthread_setspecific(mg_regex_key, NULL) != 0)
         abort();
 }
@@ -135,17 +177,45 @@ static int mg_regex_bind(const mg_regex_t *re, const PCRE2_SIZE *ovector, mg_str
     return 0;
 }
 
+/* Why a match gave up, in words for the log line. */
+static const char *mg_regex_failure(int rc)
+{
+    switch (rc) {
+    case PCRE2_ERROR_MATCHLIMIT:
+        return "hit the match limit";
+    case PCRE2_ERROR_DEPTHLIMIT:
+        return "hit the depth limit";
+    case PCRE2_ERROR_HEAPLIMIT:
+        return "hit the heap limit";
+    case PCRE2_ERROR_JIT_STACKLIMIT:
+        return "hit the JIT stack limit";
+    case PCRE2_ERROR_NOMEMORY:
+        return "ran out of memory";
+    }
+    return "failed";
+}
+
+static int mg_regex_fail(const mg_regex_t *re, mg_ctx_t *ctx, int rc)
+{
+    if (ctx->error.reason == NULL) /* the first failure is the one to report */
+        ctx->error = (mg_match_error_t){.pattern = re->pattern, .reason = mg_regex_failure(rc)};
+    return MG_MATCH_ERROR;
+}
+
 int mg_regex_match(const mg_regex_t *re, mg_str_t subject, mg_ctx_t *ctx, int var_flags)
 {
-    pcre2_match_data *md = mg_regex_match_data(re->num_pairs);
+    mg_regex_thread_t *t = mg_regex_thread(re->num_pairs);
+    if (t == NULL)
+        return mg_regex_fail(re, ctx, PCRE2_ERROR_NOMEMORY);
     if (subject.base == NULL) /* an absent value is an empty one; PCRE2 wants a pointer */
         subject = MG_STR("");
-    /* No match, or an error such as PCRE2's match limit on a runaway pattern: either way the
-     * condition does not hold. */
-    if (pcre2_match(re->code, (PCRE2_SPTR)subject.base, subject.len, 0, 0, md, NULL) < 0)
+    int rc = pcre2_match(re->code, (PCRE2_SPTR)subject.base, subject.len, 0, 0, t->md, t->mc);
+    if (rc == PCRE2_ERROR_NOMATCH)
         return 0;
+    if (rc < 0)
+        return mg_regex_fail(re, ctx, rc);
     size_t mark = ctx->num_vars;
-    if (mg_regex_bind(re, pcre2_get_ovector_pointer(md), subject, ctx, var_flags) != 0) {
+    if (mg_regex_bind(re, pcre2_get_ovector_pointer(t->md), subject, ctx, var_flags) != 0) {
         /* A full table fails the match rather than hand a template an unbound name. */
         ctx->num_vars = mark;
         return 0;

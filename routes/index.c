@@ -471,7 +471,7 @@ static const mg_route_t *mg_index_merge(const mg_route_index_t *index, mg_index_
             continue;
         }
         const mg_route_t *found = mg__route_try(r, ctx, 1);
-        if (found != NULL)
+        if (found != NULL || ctx->error.reason != NULL)
             return found;
     }
     return NULL;

@@ -517,16 +517,21 @@ static const mg_route_t *mg_route_list_match(mg_route_t *const *list, size_t siz
         return mg__route_index_match(index, list, ctx);
     for (size_t i = 0; i != size; ++i) {
         const mg_route_t *found = mg__route_try(list[i], ctx, indexed);
-        if (found != NULL)
+        if (found != NULL || ctx->error.reason != NULL)
             return found;
     }
     return NULL;
 }
 
+/* A condition that cannot be decided ends the evaluation: whether this route (or a later one)
+ * is the first match is unknown, and guessing "no match" would let a deny rule fail open. */
 const mg_route_t *mg__route_try(const mg_route_t *r, mg_ctx_t *ctx, int indexed)
 {
     size_t mark = ctx->num_vars;
-    if (r->match != NULL && !mg_matcher_match(r->match, ctx))
+    int matched = r->match != NULL ? mg_matcher_match(r->match, ctx) : 1;
+    if (matched == MG_MATCH_ERROR && ctx->error.route == NULL)
+        ctx->error.route = r->name;
+    if (matched != 1)
         return NULL;
     if (r->kind != MG_ROUTE_BRANCH)
         return r;

@@ -14,14 +14,36 @@
 typedef struct mg_doc mg_doc_t;
 
 /*
+ * The bounds of a document, so that no file, however small, makes its readers use more than a
+ * known amount of memory and time: its size in bytes, and, counting every alias as a copy of
+ * what it stands for, its nodes (each key, value and item), the bytes of its scalars and its
+ * depth. 4,000,000 nodes is twice the 100,000-route configuration of the route-match
+ * benchmark (about 18 nodes a route).
+ */
+#define MG_DOC_MAX_FILE_BYTES (64u << 20)
+#define MG_DOC_MAX_NODES 4000000u
+#define MG_DOC_MAX_BYTES (64u << 20)
+#define MG_DOC_MAX_DEPTH 200
+
+/*
  * Reads one YAML document. Returns NULL after recording an error (syntax errors and
  * unreadable files name FILE:LINE:COL). Aliases are resolved (the alias node shares the
- * anchored subtree); merge keys (<<) are not supported and reported. An empty file yields a
- * document whose root is an empty mapping.
+ * anchored subtree); merge keys (<<) are not supported and reported. A file past one of the
+ * bounds above is refused, at the node that passes it. An empty file yields a document whose
+ * root is an empty mapping.
  */
 mg_doc_t *mg_doc_load_file(const char *path, mg_errors_t *errs);
 /* Same, from memory; `name` is what error messages call the file. */
 mg_doc_t *mg_doc_load_string(const char *name, const char *text, size_t len, mg_errors_t *errs);
+/*
+ * Reads the whole of `fd` (from where it is) into a new NUL-terminated buffer that the caller
+ * frees; *len is its length. NULL after recording "NAME: cannot read: ..." or "NAME: larger
+ * than 64 MiB" (MG_DOC_MAX_FILE_BYTES). Reloads read a file once with it, then validate and
+ * load those very bytes.
+ */
+char *mg_doc_read_fd(int fd, const char *name, size_t *len, mg_errors_t *errs);
+/* Same from the file at `path` ("PATH: cannot open: ..." when it cannot be opened). */
+char *mg_doc_read_file(const char *path, size_t *len, mg_errors_t *errs);
 const mg_node_t *mg_doc_root(const mg_doc_t *doc);
 void mg_doc_free(mg_doc_t *doc);
 
@@ -197,6 +219,9 @@ mg_routes_t *mg_routes_compile(const mg_node_t *seq, mg_backend_resolver_t resol
  * First match, depth first: a branch is entered when its condition holds; if none of its
  * children matches, evaluation continues after it, with the variables it bound undone.
  * Returns the chosen leaf route (never a branch) or NULL. On NULL, ctx->num_vars is as on entry.
+ * A condition that cannot be decided (MG_MATCH_ERROR: a regex hit its limit) stops the
+ * evaluation: NULL with ctx->error.reason set and ctx->error.route naming the route; the caller
+ * must refuse the request, not answer "no route".
  */
 const mg_route_t *mg_routes_match(const mg_routes_t *routes, mg_ctx_t *ctx);
 

@@ -4,11 +4,13 @@
  * compile functions can keep pointers into it for as long as the document lives.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdalign.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <yaml.h>
 #include "routes/routes.h"
 
@@ -84,12 +86,26 @@ const mg_node_t *mg_doc_root(const mg_doc_t *doc)
  * The loader: one recursive descent over the event stream.
  */
 
-/* Deeper nesting than this is a mistake or an attack; it would otherwise exhaust the stack. */
-#define MAX_DEPTH 200
+/*
+ * What a document may become once its aliases are expanded. An alias costs one event to read
+ * but stands for its whole anchored subtree, and whoever walks the tree (the route compiler, a
+ * matcher per condition) pays for every copy: ten nested levels of ten aliases each are 712
+ * bytes of YAML and 10^10 conditions. So aliases are counted for what they stand for, and a
+ * document is refused at the node that goes past one of these bounds (see routes.h). Deeper
+ * nesting would also exhaust the stack of the recursive readers.
+ */
+#define MAX_DEPTH MG_DOC_MAX_DEPTH
+
+/* The expanded size of a subtree: its nodes, its scalars' bytes, its height in levels. */
+typedef struct expansion {
+    size_t nodes, bytes;
+    unsigned height;
+} expansion_t;
 
 typedef struct anchor {
     char *name;
     mg_node_t *node;
+    expansion_t size; /* what one alias of it adds */
 } anchor_t;
 
 typedef struct loader {
@@ -102,7 +118,10 @@ typedef struct loader {
     anchor_t *anchors;
     size_t num_anchors, cap_anchors;
     unsigned depth;
-    int failed; /* an error was recorded but the tree could still be built, to find more */
+    unsigned deepest; /* the deepest level reached so far in the current node, aliases expanded */
+    size_t nodes;     /* nodes so far, aliases expanded */
+    size_t bytes;     /* scalar bytes so far, aliases expanded */
+    int failed;       /* an error was recorded but the tree could still be built, to find more */
 } loader_t;
 
 /* A growable list of nodes, copied into the arena once complete. */
@@ -118,8 +137,34 @@ static void report_oom(loader_t *L)
     mg_errors_add(L->errs, NULL, "%s: out of memory", L->file);
 }
 
+/* Adds `size` (one node, one scalar's bytes, or what an alias stands for) at `mark`; -1 after
+ * reporting the first bound it passes. Sizes only grow, so a sum past a bound stays past it. */
+static int grow(loader_t *L, expansion_t size, yaml_mark_t mark)
+{
+    unsigned line = (unsigned)mark.line + 1, column = (unsigned)mark.column + 1;
+    unsigned deepest = size.height != 0 ? L->depth + size.height - 1 : 0;
+
+    L->nodes += size.nodes;
+    L->bytes += size.bytes;
+    if (deepest > L->deepest)
+        L->deepest = deepest;
+    if (L->nodes > MG_DOC_MAX_NODES)
+        mg_errors_add_at(L->errs, L->file, line, column, "the document holds more than %u nodes once its aliases are expanded",
+                         MG_DOC_MAX_NODES);
+    else if (L->bytes > MG_DOC_MAX_BYTES)
+        mg_errors_add_at(L->errs, L->file, line, column,
+                         "the document holds more than %u MiB of text once its aliases are expanded", MG_DOC_MAX_BYTES >> 20);
+    else if (L->deepest > MAX_DEPTH)
+        mg_errors_add_at(L->errs, L->file, line, column, "nesting deeper than %d levels once aliases are expanded", MAX_DEPTH);
+    else
+        return 0;
+    return -1;
+}
+
 static mg_node_t *new_node(loader_t *L, mg_node_kind_t kind, yaml_mark_t mark)
 {
+    if (grow(L, (expansion_t){1, 0, 1}, mark) != 0)
+        return NULL;
     mg_node_t *node = arena_alloc(L->doc, sizeof(*node));
     if (node == NULL) {
         report_oom(L);
@@ -269,7 +314,7 @@ static mg_node_t *parse_scalar(loader_t *L, yaml_event_t *ev)
 {
     mg_node_t *node = new_node(L, MG_NODE_SCALAR, ev->start_mark);
 
-    if (node == NULL)
+    if (node == NULL || grow(L, (expansion_t){0, ev->data.scalar.length, 0}, ev->start_mark) != 0)
         return NULL;
     node->u.scalar.str = arena_strndup(L->doc, (const char *)ev->data.scalar.value, ev->data.scalar.length);
     if (node->u.scalar.str == NULL) {
@@ -283,7 +328,7 @@ static mg_node_t *parse_scalar(loader_t *L, yaml_event_t *ev)
 }
 
 /* Anchors are registered once their node is complete, so an alias can never form a cycle. */
-static int register_anchor(loader_t *L, const yaml_char_t *name, mg_node_t *node)
+static int register_anchor(loader_t *L, const yaml_char_t *name, mg_node_t *node, expansion_t size)
 {
     if (L->num_anchors == L->cap_anchors) {
         size_t capacity = L->cap_anchors ? L->cap_anchors * 2 : 8;
@@ -295,7 +340,8 @@ static int register_anchor(loader_t *L, const yaml_char_t *name, mg_node_t *node
     }
     if ((L->anchors[L->num_anchors].name = strdup((const char *)name)) == NULL)
         return -1;
-    L->anchors[L->num_anchors++].node = node;
+    L->anchors[L->num_anchors].node = node;
+    L->anchors[L->num_anchors++].size = size;
     return 0;
 }
 
@@ -306,7 +352,7 @@ static mg_node_t *resolve_alias(loader_t *L, yaml_event_t *ev)
 
     for (size_t i = L->num_anchors; i-- > 0;)
         if (strcmp(L->anchors[i].name, name) == 0)
-            return L->anchors[i].node;
+            return grow(L, L->anchors[i].size, ev->start_mark) == 0 ? L->anchors[i].node : NULL;
     mg_errors_add_at(L->errs, L->file, (unsigned)ev->start_mark.line + 1, (unsigned)ev->start_mark.column + 1,
                      "undefined alias '*%s'", name);
     L->failed = 1;
@@ -353,17 +399,23 @@ static mg_node_t *parse_node_kind(loader_t *L, yaml_event_t *ev)
 static mg_node_t *parse_node(loader_t *L, yaml_event_t *ev)
 {
     mg_node_t *node = NULL;
+    expansion_t before = {L->nodes, L->bytes, L->deepest};
 
     if (++L->depth > MAX_DEPTH) {
         mg_errors_add_at(L->errs, L->file, (unsigned)ev->start_mark.line + 1, (unsigned)ev->start_mark.column + 1,
                          "nesting deeper than %d levels", MAX_DEPTH);
         goto Exit;
     }
+    L->deepest = L->depth; /* from here: the deepest level inside this node */
     node = parse_node_kind(L, ev);
-    if (node != NULL && event_anchor(ev) != NULL && register_anchor(L, event_anchor(ev), node) != 0) {
+    /* what an alias of this node will stand for */
+    expansion_t size = {L->nodes - before.nodes, L->bytes - before.bytes, L->deepest - L->depth + 1};
+    if (node != NULL && event_anchor(ev) != NULL && register_anchor(L, event_anchor(ev), node, size) != 0) {
         report_oom(L);
         node = NULL;
     }
+    if (L->deepest < before.height)
+        L->deepest = before.height;
 Exit:
     L->depth--;
     yaml_event_delete(ev);
@@ -440,7 +492,13 @@ static void loader_dispose(loader_t *L)
 mg_doc_t *mg_doc_load_string(const char *name, const char *text, size_t len, mg_errors_t *errs)
 {
     loader_t L = {.text = text, .len = len, .errs = errs};
-    mg_doc_t *doc = calloc(1, sizeof(*doc));
+    mg_doc_t *doc;
+
+    if (len > MG_DOC_MAX_FILE_BYTES) {
+        mg_errors_add(errs, NULL, "%s: larger than %u MiB, the limit for a configuration file", name, MG_DOC_MAX_FILE_BYTES >> 20);
+        return NULL;
+    }
+    doc = calloc(1, sizeof(*doc));
 
     if (doc == NULL || !yaml_parser_initialize(&L.parser)) {
         free(doc);
@@ -461,47 +519,70 @@ mg_doc_t *mg_doc_load_string(const char *name, const char *text, size_t len, mg_
     return doc;
 }
 
-/* Reads the whole file first: reader errors are then placed by line and column too. */
-static char *read_file(FILE *fp, size_t *len)
+/* Doubles *buf when only the room for the NUL is left; -1 when out of memory. */
+static int reserve(char **buf, size_t size, size_t *capacity)
 {
-    size_t capacity = 8192, size = 0, n;
-    char *buf = malloc(capacity), *grown;
+    char *grown;
 
-    while (buf != NULL && (n = fread(buf + size, 1, capacity - size, fp)) > 0) {
-        size += n;
-        if (size == capacity) {
-            grown = realloc(buf, capacity *= 2);
-            if (grown == NULL)
-                free(buf);
-            buf = grown;
-        }
+    if (size + 1 < *capacity)
+        return 0;
+    if ((grown = realloc(*buf, *capacity * 2)) == NULL)
+        return -1;
+    *buf = grown;
+    *capacity *= 2;
+    return 0;
+}
+
+/* Reads the whole file first: reader errors are then placed by line and column too. Reading
+ * stops once the bound is passed, so a larger file (or an endless pipe) costs no more. */
+char *mg_doc_read_fd(int fd, const char *name, size_t *len, mg_errors_t *errs)
+{
+    size_t capacity = 8192, size = 0;
+    char *buf = malloc(capacity);
+    ssize_t n = 1;
+    int err = 0; /* errno of a failed read, ENOMEM, or EFBIG past the bound */
+
+    while (err == 0 && n != 0) {
+        if (buf == NULL || reserve(&buf, size, &capacity) != 0)
+            err = ENOMEM;
+        else if ((n = read(fd, buf + size, capacity - 1 - size)) < 0)
+            err = errno == EINTR ? 0 : errno;
+        else if ((size += (size_t)n) > MG_DOC_MAX_FILE_BYTES)
+            err = EFBIG;
     }
-    if (buf != NULL && ferror(fp)) {
+    if (err == EFBIG)
+        mg_errors_add(errs, NULL, "%s: larger than %u MiB, the limit for a configuration file", name, MG_DOC_MAX_FILE_BYTES >> 20);
+    else if (err != 0)
+        mg_errors_add(errs, NULL, "%s: cannot read: %s", name, err == ENOMEM ? "out of memory" : strerror(err));
+    if (err != 0) {
         free(buf);
-        buf = NULL;
+        return NULL;
     }
+    buf[size] = '\0';
     *len = size;
     return buf;
 }
 
-mg_doc_t *mg_doc_load_file(const char *path, mg_errors_t *errs)
+char *mg_doc_read_file(const char *path, size_t *len, mg_errors_t *errs)
 {
-    FILE *fp = fopen(path, "rb");
-    mg_doc_t *doc = NULL;
-    size_t len;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     char *text;
 
-    if (fp == NULL) {
+    if (fd < 0) {
         mg_errors_add(errs, NULL, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
-    if ((text = read_file(fp, &len)) == NULL) {
-        mg_errors_add(errs, NULL, "%s: cannot read: %s", path, errno ? strerror(errno) : "out of memory");
-        goto Exit;
-    }
-    doc = mg_doc_load_string(path, text, len, errs);
+    text = mg_doc_read_fd(fd, path, len, errs);
+    close(fd);
+    return text;
+}
+
+mg_doc_t *mg_doc_load_file(const char *path, mg_errors_t *errs)
+{
+    size_t len;
+    char *text = mg_doc_read_file(path, &len, errs);
+    mg_doc_t *doc = text != NULL ? mg_doc_load_string(path, text, len, errs) : NULL;
+
     free(text);
-Exit:
-    fclose(fp);
     return doc;
 }

@@ -447,3 +447,51 @@ def test_many_reloads_under_load(start_gateway, backend):
     assert metrics['matchgate_reloads_total{result="ok"}'] == reloads
     assert wait_until(lambda: gw.metrics()["matchgate_requests_in_flight"] == 0, 5)
     # the fixture stops the gateway: exit 0 and no sanitizer (leak) report
+
+
+# --------------------------------------------------------------------------------------
+# An admin API off loopback without a token: allowed, warned about
+
+
+EXPOSED = ("warning: admin.address '{}' is not a loopback address and no admin.token is set: whoever can reach it can "
+           "reload the configuration and send to, close or drain WebSocket sessions")
+
+
+def test_check_warns_about_an_admin_api_off_loopback_without_a_token(matchgate_bin, tmp_path):
+    port = free_port()
+    for address, token, warns in ((f":{port}", None, True), (f"0.0.0.0:{port}", None, True), (f"[::]:{port}", None, True),
+                                  (f":{port}", TOKEN, False), (f"127.0.0.1:{port}", None, False),
+                                  (f"[::1]:{port}", None, False)):
+        admin = {"address": address, **({"token": token} if token else {})}
+        path = tmp_path / "gw.yaml"
+        path.write_text(to_yaml(gateway_config(free_port(), routes=[], admin=admin)) + "\n")
+        line = path.read_text().splitlines().index("admin:") + 2  # the address, first key under admin
+        res = subprocess.run([str(matchgate_bin), "--check", "-c", str(path)], capture_output=True, text=True, timeout=20)
+
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.startswith(f"{path}: ok"), res.stdout
+        if warns:
+            assert res.stderr == f"{path}:{line}:12: {EXPOSED.format(address)}\n", (address, res.stderr)
+        else:
+            assert res.stderr == "", (address, res.stderr)
+
+
+def test_a_reload_reports_the_warning_about_an_exposed_admin_api(start_gateway):
+    port = free_port()
+    config = admin_config(token=TOKEN)
+    config["admin"]["address"] = f"0.0.0.0:{port}"
+    gw = start_gateway(config)
+    gw.admin_port = port
+    assert wait_until(lambda: port_accepts(port), 10)
+
+    del config["admin"]["token"]
+    gw.write_config(config)
+    status, _, body = gw.admin_request("POST", "/reload", token=TOKEN)
+
+    assert status == 200, body
+    answer = json.loads(body)
+    assert len(answer["warnings"]) == 1, answer
+    assert answer["warnings"][0].startswith(f"{gw.config_path}:") and answer["warnings"][0].endswith(
+        EXPOSED.format(f"0.0.0.0:{port}")), answer
+    assert EXPOSED.format(f"0.0.0.0:{port}") in gw.stderr()
+    assert gw.admin_request("GET", "/healthz")[0] == 200, "the token is gone"

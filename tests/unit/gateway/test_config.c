@@ -117,6 +117,53 @@ Test(config, admin)
     cr_assert_null(conf->admin.token, "no token: no authentication");
 }
 
+Test(config, reload_defaults_and_settings)
+{
+    load(BASE);
+    cr_assert_eq(conf->reload.memory_limit, UINT64_C(1) << 30);
+    cr_assert_eq(conf->reload.timeout_ms, 30000);
+    mg_config_free(conf);
+    load(BASE "reload: {memory_limit: 64MiB, timeout: 250ms}\n");
+    cr_assert_eq(conf->reload.memory_limit, UINT64_C(64) << 20);
+    cr_assert_eq(conf->reload.timeout_ms, 250);
+}
+
+/* An admin API any host can reach, without a token: allowed, but --check (and a reload) warns. */
+Test(config, an_admin_api_off_loopback_without_a_token_is_warned_about)
+{
+    static const struct {
+        const char *admin;
+        int warns;
+    } table[] = {
+        {"{address: \":9901\"}", 1},
+        {"{address: \"0.0.0.0:9901\"}", 1},
+        {"{address: \"10.0.0.7:9901\"}", 1},
+        {"{address: \"[::]:9901\"}", 1},
+        {"{address: \"[::ffff:10.0.0.7]:9901\"}", 1},
+        {"{address: \"127.0.0.1:9901\"}", 0},
+        {"{address: \"127.3.2.1:9901\"}", 0},
+        {"{address: \"[::1]:9901\"}", 0},
+        {"{address: \"[::ffff:127.0.0.1]:9901\"}", 0},
+        {"{address: \":9901\", token: t0k}", 0},
+        {"{address: \"[::]:9901\", token: t0k}", 0},
+    };
+    for (size_t i = 0; i != sizeof(table) / sizeof(table[0]); ++i) {
+        char text[512];
+        snprintf(text, sizeof(text), BASE "admin: %s\n", table[i].admin);
+        load(text);
+        cr_expect_eq(errs.num_warnings, (size_t)table[i].warns, "%s", table[i].admin);
+        if (table[i].warns && errs.size == 1) {
+            char expected[512];
+            snprintf(expected, sizeof(expected),
+                     "gw.yaml:6:18: warning: admin.address '%s' is not a loopback address and no admin.token is set: whoever "
+                     "can reach it can reload the configuration and send to, close or drain WebSocket sessions",
+                     conf->admin.address);
+            cr_expect_str_eq(errs.entries[0].text, expected);
+        }
+        teardown();
+    }
+}
+
 Test(config, backend_defaults)
 {
     load(BASE "backends:\n  crm:\n    servers: [\"http://127.0.0.1:9001/\"]\n");
@@ -543,6 +590,13 @@ static const bad_config_t bad_configs[] = {
      "gw.yaml:1:34: the admin token must not be empty (leave the key out for no token)"},
     {"admin: {address: \":9901\", token: \"a b\"}\n" BASE, "gw.yaml:1:34: the admin token must be printable ASCII without spaces"},
     {"admin: {address: \":9901\", token: [a]}\n" BASE, "gw.yaml:1:34: expected a string, got a sequence"},
+    /* reload */
+    {"reload: 1GiB\n" BASE, "gw.yaml:1:9: expected a mapping, got a scalar"},
+    {"reload: {memory_limit: 63MiB}\n" BASE,
+     "gw.yaml:1:24: reload.memory_limit must be at least 64MiB (the process that checks a file needs that much)"},
+    {"reload: {memory_limit: lots}\n" BASE, "gw.yaml:1:24: invalid size 'lots' (expected e.g. 512, 64KiB, 10MiB)"},
+    {"reload: {timeout: 0s}\n" BASE, "gw.yaml:1:19: timeout must be greater than 0"},
+    {"reload: {timeuot: 1s}\n" BASE, "gw.yaml:1:10: unknown key 'timeuot' (did you mean 'timeout'?)"},
 };
 
 Test(config, bad_files_report_their_first_error_exactly)
@@ -663,6 +717,28 @@ Test(reload_of, the_same_file_is_the_next_generation_without_warnings)
     running->generation = 41;
     mg_config_free(conf);
     cr_assert_eq(reload(RUNNING)->generation, 42);
+}
+
+/* A reload keeps the running admin address; it is what the warning must be about. */
+Test(reload_of, an_exposed_admin_api_is_warned_about_as_it_will_run)
+{
+    running = mg_config_load_string("gw.yaml", BASE "admin: {address: \":9901\", token: t0k}\n", &errs);
+    cr_assert_not_null(running);
+    mg_errors_clear(&errs);
+    /* the file moves the admin API to loopback (not applied before a restart) and drops the token */
+    cr_assert_not_null(reload(BASE "admin: {address: \"127.0.0.1:9901\"}\n"));
+    cr_assert_eq(errs.num_warnings, 2);
+    cr_expect_str_eq(errs.entries[0].text,
+                     "gw.yaml:6:18: warning: admin.address only changes with a restart: the running value is kept");
+    cr_expect_str_eq(errs.entries[1].text,
+                     "gw.yaml:6:18: warning: admin.address ':9901' is not a loopback address and no admin.token is set: whoever "
+                     "can reach it can reload the configuration and send to, close or drain WebSocket sessions");
+    mg_config_free(conf);
+    mg_errors_clear(&errs);
+    /* the same address without a token: one warning, from the file itself */
+    cr_assert_not_null(reload(BASE "admin: {address: \":9901\"}\n"));
+    cr_assert_eq(errs.num_warnings, 1);
+    cr_expect(strstr(errs.entries[0].text, "no admin.token is set") != NULL, "%s", errs.entries[0].text);
 }
 
 Test(reload_of, new_values_of_reloadable_settings_are_taken)

@@ -264,3 +264,21 @@ Test(identify, no_section_no_tenant)
     expect_tenant("acme.example.com", "/t/a/", "acme", 0, NULL);
     cr_expect_null(mg_tenants_quota(&conf->tenants, mg_str("acme", 4)));
 }
+
+/* A host rule whose regex cannot decide (its match limit): the request cannot be said to have no
+ * tenant (it might be this one), and a later rule must not name another: -1, ctx.error set. */
+Test(identify, a_rule_that_cannot_decide_refuses_the_request)
+{
+    load(TENANTS("  identify:\n"
+                 "    - host: '^(?<tenant>(a+)+)$'\n"
+                 "    - path: '^/t/(?<tenant>[^/]+)/'\n"));
+    const char *runaway = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab";
+    mg_ctx_t ctx = ctx_of(runaway, "/t/globex/x", NULL);
+    cr_expect_eq(mg_tenants_identify(&conf->tenants, &ctx), -1);
+    cr_expect_eq(ctx.tenant.len, 0, "no tenant, not even the path's");
+    cr_assert_not_null(ctx.error.reason);
+    cr_expect_str_eq(ctx.error.reason, "hit the match limit");
+    cr_expect_eq(ctx.num_vars, 0);
+    expect_tenant("aaaa", "/t/globex/x", NULL, 1, "aaaa");
+    expect_tenant("b", "/t/globex/x", NULL, 1, "globex");
+}

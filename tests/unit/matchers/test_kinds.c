@@ -69,7 +69,7 @@ static int match_ctx(const char *cond, mg_ctx_t *ctx)
     mg_matcher_t *m = compile_ok(cond);
     int ret = mg_matcher_match(m, ctx);
     record_bound(ctx, mark);
-    if (!ret)
+    if (ret != 1)
         cr_expect_eq(ctx->num_vars, mark, "%s: variables left after a failed match", cond);
     ctx->num_vars = mark;
     mg_matcher_free(m);
@@ -286,6 +286,124 @@ Test(regex, threads_have_their_own_match_data)
         cr_expect_eq(t[i].matched, 100);
     }
     mg_regex_free(re);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Limits: a match that gives up is MG_MATCH_ERROR, never a non-match
+ */
+
+/* `n` copies of `unit` then `tail`, in a buffer the caller frees. */
+static char *repeat(const char *unit, size_t n, const char *tail)
+{
+    size_t ul = strlen(unit), tl = strlen(tail);
+    char *s = malloc(ul * n + tl + 1);
+    for (size_t i = 0; i != n; ++i)
+        memcpy(s + i * ul, unit, ul);
+    memcpy(s + ul * n, tail, tl + 1);
+    return s;
+}
+
+/* The subject on which ^(a+)+$ backtracks exponentially: about 2^40 steps unbounded. */
+#define RUNAWAY "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"
+
+Test(regex, a_runaway_match_is_an_error_that_says_why)
+{
+    mg_regex_t *re = regex_ok("^(?<x>a+)+$", 0);
+    mg_ctx_t ctx = new_ctx();
+    cr_expect_eq(mg_regex_match(re, MG_STR("aaaa"), &ctx, 0), 1);
+    ctx.num_vars = 0;
+    cr_expect_eq(mg_regex_match(re, MG_STR("aaab"), &ctx, 0), 0, "a quick non-match is a non-match");
+    cr_expect_null(ctx.error.reason);
+    cr_expect_eq(mg_regex_match(re, MG_STR(RUNAWAY), &ctx, 0), MG_MATCH_ERROR);
+    cr_expect_eq(ctx.num_vars, 0, "nothing bound");
+    cr_assert_not_null(ctx.error.reason);
+    cr_expect_str_eq(ctx.error.reason, "hit the match limit");
+    cr_expect_eq(ctx.error.pattern.len, strlen("^(?<x>a+)+$"));
+    cr_expect_eq(memcmp(ctx.error.pattern.base, "^(?<x>a+)+$", ctx.error.pattern.len), 0);
+    cr_expect_null(ctx.error.route);
+    mg_regex_free(re);
+}
+
+Test(regex, the_first_failure_is_the_one_reported)
+{
+    mg_regex_t *a = regex_ok("^(a+)+$", 0), *b = regex_ok("^(a|aa)+$", 0);
+    mg_ctx_t ctx = new_ctx();
+    cr_expect_eq(mg_regex_match(a, MG_STR(RUNAWAY), &ctx, 0), MG_MATCH_ERROR);
+    cr_expect_eq(mg_regex_match(b, MG_STR(RUNAWAY), &ctx, 0), MG_MATCH_ERROR);
+    cr_expect_eq(ctx.error.pattern.base, mg_regex_pattern(a).base);
+    mg_regex_free(a);
+    mg_regex_free(b);
+}
+
+/* (*NO_JIT) makes PCRE2 interpret: the limits of the interpreter are set too. */
+Test(regex, the_interpreter_has_the_same_match_limit)
+{
+    mg_regex_t *re = regex_ok("(*NO_JIT)^(a+)+$", 0);
+    mg_ctx_t ctx = new_ctx();
+    cr_expect_eq(mg_regex_match(re, MG_STR(RUNAWAY), &ctx, 0), MG_MATCH_ERROR);
+    cr_expect_str_eq(ctx.error.reason, "hit the match limit");
+    mg_regex_free(re);
+}
+
+/* Without explicit limits, PCRE2's defaults give the JIT a 32 KiB stack (this would fail) and the
+ * interpreter a depth of 10,000,000 and 20 GB of heap (the 1 MiB cases would not fail). */
+Test(regex, linear_patterns_over_64_kib_fit_the_limits_and_larger_ones_hit_them)
+{
+    char *abab = repeat("ab", 32 << 10, ""), *big = repeat("ab", 512 << 10, "");
+    const char *patterns[] = {"^(?:a|b)*$", "^(a|b)*$", "(*NO_JIT)^(?:a|b)*$", "(*NO_JIT)^(a|b)*$"};
+    const char *past[] = {"hit the JIT stack limit", "hit the JIT stack limit", "hit the depth limit", "hit the heap limit"};
+    for (size_t i = 0; i != 4; ++i) {
+        mg_regex_t *re = regex_ok(patterns[i], 0);
+        mg_ctx_t ctx = new_ctx();
+        cr_expect_eq(mg_regex_match(re, str(abab), &ctx, 0), 1, "%s over 64 KiB", patterns[i]);
+        cr_expect_eq(mg_regex_match(re, str(big), &ctx, 0), MG_MATCH_ERROR, "%s over 1 MiB", patterns[i]);
+        cr_expect_str_eq(ctx.error.reason ? ctx.error.reason : "(none)", past[i], "%s", patterns[i]);
+        mg_regex_free(re);
+    }
+    free(abab);
+    free(big);
+}
+
+static void *runaway_thread_main(void *arg)
+{
+    mg_ctx_t ctx = new_ctx();
+    return (void *)(intptr_t)(mg_regex_match(arg, MG_STR(RUNAWAY), &ctx, 0) == MG_MATCH_ERROR && ctx.error.reason != NULL);
+}
+
+Test(regex, every_thread_gets_the_limits)
+{
+    mg_regex_t *re = regex_ok("^(a+)+$", 0);
+    pthread_t tid[2];
+    void *ok[2];
+    for (int i = 0; i != 2; ++i)
+        cr_assert_eq(pthread_create(&tid[i], NULL, runaway_thread_main, re), 0);
+    for (int i = 0; i != 2; ++i) {
+        pthread_join(tid[i], &ok[i]);
+        cr_expect(ok[i] != NULL, "thread %d", i);
+    }
+    mg_regex_free(re);
+}
+
+/* Every kind with a regex passes the error on; a repeated header or query parameter decides by an
+ * instance that passes, and is undecided only when none does. */
+Test(regex, kinds_pass_the_error_on)
+{
+    mg_header_t runaway_first[] = {{MG_STR("x-q"), MG_STR(RUNAWAY)}, {MG_STR("x-q"), MG_STR("aaa")}};
+    mg_header_t runaway_only[] = {{MG_STR("x-q"), MG_STR("b")}, {MG_STR("x-q"), MG_STR(RUNAWAY)}};
+    mg_ctx_t ctx = new_ctx();
+    ctx.headers = runaway_first, ctx.num_headers = 2;
+    cr_expect_eq(match_ctx("{header: {name: x-q, regex: '^(a+)+$'}}", &ctx), 1);
+    ctx.headers = runaway_only;
+    cr_expect_eq(match_ctx("{header: {name: x-q, regex: '^(a+)+$'}}", &ctx), MG_MATCH_ERROR);
+    cr_expect_eq(match_ctx("{header: {name: x-q, present: true}}", &ctx), 1, "no regex, no error");
+    ctx.query = MG_STR("q=b&q=" RUNAWAY);
+    cr_expect_eq(match_ctx("{query: {name: q, regex: '^(a+)+$'}}", &ctx), MG_MATCH_ERROR);
+    ctx.query = MG_STR("q=" RUNAWAY "&q=aa");
+    cr_expect_eq(match_ctx("{query: {name: q, regex: '^(a+)+$'}}", &ctx), 1);
+    ctx.path = MG_STR("/" RUNAWAY);
+    cr_expect_eq(match_ctx("{path: {regex: '^/(a+)+$'}}", &ctx), MG_MATCH_ERROR);
+    ctx.host = MG_STR(RUNAWAY);
+    cr_expect_eq(match_ctx("{host: {regex: '^(a+)+$'}}", &ctx), MG_MATCH_ERROR);
 }
 
 /* ---------------------------------------------------------------------------------------

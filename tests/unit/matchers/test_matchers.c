@@ -37,7 +37,7 @@ static int matches(const char *text, const char *method, const char *path, const
     snprintf(rem, sizeof(rem), "%.*s", v != NULL ? (int)v->len : 1, v != NULL ? v->base : "-");
     if (remainder != NULL)
         *remainder = rem;
-    if (!ret)
+    if (ret != 1)
         cr_expect_eq(ctx.num_vars, 0, "%s: variables left after a failed match", text);
     mg_matcher_free(m);
     return ret;
@@ -402,4 +402,69 @@ Test(describe, truncates_like_snprintf)
 {
     expect_describe_truncates("{all: [{path: {prefix: /api}}, {method: [GET, PUT]}]}",
                               "{\"all\":[{\"path\":{\"prefix\":\"/api\"}},{\"method\":[\"GET\",\"PUT\"]}]}");
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Undecidable conditions: three-valued logic, so that a regex that gave up decides only what
+ * nothing else decides, and never turns into a match
+ */
+TestSuite(undecided, .fini = suite_fini);
+
+/* The path regex P cannot decide on this path (its match limit); `method` is GET. */
+#define P "{path: {regex: '^/(a+)+$'}}"
+#define RUNAWAY_PATH "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"
+
+/* The result on GET RUNAWAY_PATH; `*reason` is what ctx.error says after it (or "-"). */
+static int undecided(const char *text, const char **reason)
+{
+    mg_matcher_t *m = compile_ok(text);
+    mg_ctx_t ctx = request("GET", RUNAWAY_PATH);
+    int ret = mg_matcher_match(m, &ctx);
+    *reason = ctx.error.reason != NULL ? ctx.error.reason : "-";
+    if (ret != 1)
+        cr_expect_eq(ctx.num_vars, 0, "%s: variables left", text);
+    mg_matcher_free(m);
+    return ret;
+}
+
+Test(undecided, combinators_follow_three_valued_logic)
+{
+    static const struct {
+        const char *cond;
+        int expected;
+    } table[] = {
+        {P, MG_MATCH_ERROR},
+        {"{not: " P "}", MG_MATCH_ERROR}, /* never a match */
+        {"{not: {not: " P "}}", MG_MATCH_ERROR},
+        {"{any: [" P ", {method: GET}]}", 1}, /* decided by the other part */
+        {"{any: [{method: GET}, " P "]}", 1},
+        {"{any: [" P ", {method: POST}]}", MG_MATCH_ERROR},
+        {"{any: [{method: POST}, " P "]}", MG_MATCH_ERROR},
+        {"{all: [" P ", {method: POST}]}", 0}, /* decided by the other part */
+        {"{all: [{method: POST}, " P "]}", 0},
+        {"{all: [" P ", {method: GET}]}", MG_MATCH_ERROR},
+        {"{all: [{path: {prefix: /}}, " P "]}", MG_MATCH_ERROR}, /* and the prefix's remainder undone */
+        {"{method: GET, path: {regex: '^/(a+)+$'}}", MG_MATCH_ERROR},
+        {"{not: {any: [" P ", {method: GET}]}}", 0},
+        {"{not: {all: [" P ", {method: POST}]}}", 1},
+        {"{not: {all: [" P ", {method: GET}]}}", MG_MATCH_ERROR},
+        {"{all: [{any: [" P ", {method: GET}]}, {method: POST}]}", 0},
+        {"{any: [{all: [" P ", {method: POST}]}, {method: POST}]}", 0},
+        {"{any: [{all: [" P ", {method: GET}]}, {not: " P "}]}", MG_MATCH_ERROR},
+    };
+    for (size_t i = 0; i != sizeof(table) / sizeof(table[0]); ++i) {
+        const char *reason;
+        int got = undecided(table[i].cond, &reason);
+        cr_expect_eq(got, table[i].expected, "%s: %d, expected %d", table[i].cond, got, table[i].expected);
+        /* the failure is described exactly when the result is undecided */
+        cr_expect_str_eq(reason, got == MG_MATCH_ERROR ? "hit the match limit" : "-", "%s", table[i].cond);
+    }
+}
+
+Test(undecided, a_regex_that_decides_is_unaffected)
+{
+    const char *reason;
+    cr_expect_eq(undecided("{path: {regex: '^/a+b$'}}", &reason), 1);
+    cr_expect_eq(undecided("{not: {path: {regex: '^/(a+)+c$'}}}", &reason), 1, "a quick non-match is a non-match");
+    cr_expect_str_eq(reason, "-");
 }

@@ -560,3 +560,89 @@ Test(routes_compile, find_by_name_anywhere_in_the_tree)
     cr_expect_null(mg_routes_find(routes, "nope"));
     mg_routes_free(routes);
 }
+
+/* ---------------------------------------------------------------------------------------
+ * A condition that cannot be decided (a regex past its PCRE2 limit) stops the evaluation, in
+ * both the indexed and the linear walk: no route is chosen, and ctx.error names the route.
+ */
+TestSuite(routes_undecided, .fini = support_fini);
+
+#define RUNAWAY_PATH "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab"
+
+/* On `path`: the chosen route (or "-") and, when undecided, "!route"; indexed and linear agree. */
+static const char *choose(const mg_routes_t *routes, const char *path)
+{
+    static char out[2][64];
+    for (int linear = 0; linear != 2; ++linear) {
+        mg_ctx_t ctx;
+        memset(&ctx, 0, sizeof(ctx));
+        ctx.method = MG_STR("GET");
+        ctx.path = mg_str(path, strlen(path));
+        const mg_route_t *r = linear ? mg_routes_match_linear(routes, &ctx) : mg_routes_match(routes, &ctx);
+        if (ctx.error.reason != NULL) {
+            cr_expect_null(r, "%s: a route chosen although undecided", path);
+            cr_expect_str_eq(ctx.error.reason, "hit the match limit");
+            cr_expect_eq(ctx.num_vars, 0, "%s: variables left", path);
+        }
+        snprintf(out[linear], sizeof(out[linear]), "%s%s", ctx.error.reason ? "!" : "",
+                 ctx.error.reason ? ctx.error.route
+                 : r != NULL      ? r->name
+                                  : "-");
+    }
+    cr_expect_str_eq(out[0], out[1], "%s: indexed and linear differ", path);
+    return out[0];
+}
+
+/* Eight exact-path routes first, so that the list has an index (routes/index.c). */
+#define FILLERS                                                                                                                    \
+    "  - {name: f0, match: {path: /f0}, forward: api}\n  - {name: f1, match: {path: /f1}, forward: api}\n"                         \
+    "  - {name: f2, match: {path: /f2}, forward: api}\n  - {name: f3, match: {path: /f3}, forward: api}\n"                         \
+    "  - {name: f4, match: {path: /f4}, forward: api}\n  - {name: f5, match: {path: /f5}, forward: api}\n"                         \
+    "  - {name: f6, match: {path: /f6}, forward: api}\n  - {name: f7, match: {path: {prefix: /public}}, forward: api}\n"
+
+Test(routes_undecided, a_deny_route_never_fails_open)
+{
+    mg_routes_t *routes = load_ok("routes:\n" FILLERS "  - name: deny\n    match: {path: {regex: '^/(a+)+$'}}\n"
+                                  "    respond: {status: 403}\n"
+                                  "  - name: allow\n    forward: api\n");
+    cr_expect_str_eq(choose(routes, RUNAWAY_PATH), "!deny");
+    cr_expect_str_eq(choose(routes, "/aaaa"), "deny");
+    cr_expect_str_eq(choose(routes, "/b"), "allow");
+    cr_expect_str_eq(choose(routes, "/public/x"), "f7", "an earlier route decides before the regex runs");
+    cr_expect_str_eq(choose(routes, "/f3"), "f3");
+    mg_routes_free(routes);
+}
+
+Test(routes_undecided, a_not_over_an_undecided_regex_is_no_match)
+{
+    mg_routes_t *routes = load_ok("routes:\n" FILLERS "  - name: only-safe\n    match: {not: {path: {regex: '^/(a+)+$'}}}\n"
+                                  "    forward: api\n"
+                                  "  - name: refuse\n    respond: {status: 403}\n");
+    cr_expect_str_eq(choose(routes, RUNAWAY_PATH), "!only-safe");
+    cr_expect_str_eq(choose(routes, "/aaaa"), "refuse");
+    cr_expect_str_eq(choose(routes, "/b"), "only-safe");
+    mg_routes_free(routes);
+}
+
+Test(routes_undecided, in_a_branch_the_child_is_named_and_nothing_after_it_runs)
+{
+    mg_routes_t *routes = load_ok("routes:\n  - name: api\n    match: {path: {prefix: /}}\n    routes:\n"
+                                  "      - name: deny-child\n        match: {any: [{method: POST}, {path: {regex: '^/(a+)+$'}}]}\n"
+                                  "        respond: {status: 403}\n"
+                                  "      - name: other-child\n        match: {method: PUT}\n        forward: api\n"
+                                  "  - name: after\n    forward: api\n");
+    cr_expect_str_eq(choose(routes, RUNAWAY_PATH), "!deny-child");
+    cr_expect_str_eq(choose(routes, "/b"), "after");
+    mg_routes_free(routes);
+}
+
+Test(routes_undecided, an_error_decided_by_another_part_is_forgotten)
+{
+    /* route `a` is decided (its method part fails); the error inside it must not stop `b` */
+    mg_routes_t *routes = load_ok("routes:\n  - name: a\n    match: {all: [{path: {regex: '^/(a+)+$'}}, {method: POST}]}\n"
+                                  "    respond: {status: 403}\n"
+                                  "  - name: b\n    match: {any: [{path: {regex: '^/(a+)+$'}}, {path: {prefix: /}}]}\n"
+                                  "    forward: api\n");
+    cr_expect_str_eq(choose(routes, RUNAWAY_PATH), "b");
+    mg_routes_free(routes);
+}

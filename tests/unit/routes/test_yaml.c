@@ -296,3 +296,184 @@ Test(yaml, a_directory_is_unreadable)
     cr_assert_null(doc);
     cr_assert_str_eq(errs.entries[0].text, "/tmp: cannot read: Is a directory");
 }
+
+/* ---------------------------------------------------------------------------------------
+ * Bounds: aliases count for what they stand for (routes.h, MG_DOC_MAX_*).
+ */
+
+/* Appends printf output at *p, which must have room. */
+#define PUT(p, ...) ((p) += sprintf((p), __VA_ARGS__))
+
+Test(yaml, an_alias_bomb_is_refused_where_it_passes_the_node_bound)
+{
+    /* a0 is 2 nodes, each next level 1 + 10 x the previous: 10^n nodes from 180 bytes of text. The
+     * first seven lines hold about 2.35 million nodes; the first alias of line 8 passes 4 million. */
+    char text[2048], *p = text;
+    PUT(p, "a0: &a0 [x]\n");
+    for (int i = 1; i <= 9; i++) {
+        PUT(p, "a%d: &a%d [", i, i);
+        for (int k = 0; k < 10; k++)
+            PUT(p, "%s*a%d", k ? ", " : "", i - 1);
+        PUT(p, "]\n");
+    }
+    cr_assert_str_eq(refuse(text), "t.yaml:8:10: the document holds more than 4000000 nodes once its aliases are expanded");
+}
+
+Test(yaml, the_same_bomb_in_conditions_is_refused_too)
+{
+    /* the shape seen in the wild: nested `any:` of ten aliases each, in a route's match */
+    char text[4096], *p = text;
+    PUT(p, "routes:\n  - name: r\n    match: &c0 {path: /x}\n");
+    for (int i = 1; i <= 9; i++) {
+        PUT(p, "  - match: &c%d {any: [", i);
+        for (int k = 0; k < 10; k++)
+            PUT(p, "%s*c%d", k ? ", " : "", i - 1);
+        PUT(p, "]}\n");
+    }
+    const char *err = refuse(text);
+    cr_assert(strstr(err, ": the document holds more than 4000000 nodes once its aliases are expanded") != NULL, "%s", err);
+    cr_assert_eq(strncmp(err, "t.yaml:", 7), 0, "%s", err);
+}
+
+/* Root (1) + key a (1) + a sequence of 998 scalars (999) + key b (1) + a sequence (1) of n aliases
+ * of the first: 1003 + 999 n nodes, exactly 4,000,000 for n = 4003. */
+static char *node_bound_text(int aliases)
+{
+    char *text = malloc(8192 + 4 * (size_t)aliases), *p = text;
+    PUT(p, "a: &a [");
+    for (int i = 0; i < 998; i++)
+        PUT(p, "%sx", i ? "," : "");
+    PUT(p, "]\nb: [");
+    for (int i = 0; i < aliases; i++)
+        PUT(p, "%s*a", i ? ", " : "");
+    PUT(p, "]\n");
+    return text;
+}
+
+Test(yaml, the_node_bound_is_exact)
+{
+    char *text = node_bound_text(4003);
+    load(text);
+    free(text);
+    teardown();
+    text = node_bound_text(4004);
+    const char *err = refuse(text);
+    free(text);
+    /* the 4004th alias, "*a, " each from column 5 */
+    char expected[128];
+    snprintf(expected, sizeof(expected), "t.yaml:2:%d: the document holds more than 4000000 nodes once its aliases are expanded",
+             5 + 4 * 4003);
+    cr_assert_str_eq(err, expected);
+}
+
+/* `a` is 100 nested sequences around a scalar (101 levels, from level 2); `b` nests its alias
+ * `levels` sequences deep, so the alias stands at level levels + 2 and reaches levels + 102. */
+static void depth_text(char *text, int levels)
+{
+    char *p = text;
+    PUT(p, "a: &a ");
+    memset(p, '[', 100), p += 100;
+    PUT(p, "x");
+    memset(p, ']', 100), p += 100;
+    PUT(p, "\nb: ");
+    memset(p, '[', (size_t)levels), p += levels;
+    PUT(p, "*a");
+    memset(p, ']', (size_t)levels), p += levels;
+    PUT(p, "\n");
+}
+
+Test(yaml, aliases_count_for_their_depth)
+{
+    char text[1024];
+    depth_text(text, 98); /* 200 levels: the bound */
+    load(text);
+    teardown();
+    depth_text(text, 99);
+    cr_assert_str_eq(refuse(text), "t.yaml:2:103: nesting deeper than 200 levels once aliases are expanded");
+}
+
+Test(yaml, chained_anchors_add_up_their_depth)
+{
+    /* each anchor one level deeper than the one it holds: a few bytes a level, never deep as written */
+    char text[8192], *p = text;
+    PUT(p, "a0: &a0 x\n");
+    for (int i = 1; i <= 300; i++)
+        PUT(p, "a%d: &a%d [*a%d]\n", i, i, i - 1);
+    const char *err = refuse(text);
+    cr_assert(strstr(err, ": nesting deeper than 200 levels once aliases are expanded") != NULL, "%s", err);
+    cr_assert_eq(strncmp(err, "t.yaml:200:", 11), 0, "%s", err);
+}
+
+Test(yaml, aliases_count_for_their_text)
+{
+    /* a scalar of 1 MiB and 62 aliases of it fit in 64 MiB (with the keys' 2 bytes); the 63rd does not */
+    size_t big = 1 << 20;
+    char *text = malloc(big + 4096), *p = text;
+    PUT(p, "a: &a ");
+    memset(p, 'z', big), p += big;
+    PUT(p, "\nb: [");
+    char *aliases = p;
+    for (int i = 0; i < 62; i++)
+        PUT(p, "%s*a", i ? ", " : "");
+    PUT(p, "]\n");
+    load(text);
+    teardown();
+    p = aliases;
+    for (int i = 0; i < 63; i++)
+        PUT(p, "%s*a", i ? ", " : "");
+    PUT(p, "]\n");
+    const char *err = refuse(text);
+    free(text);
+    char expected[128];
+    snprintf(expected, sizeof(expected), "t.yaml:2:%d: the document holds more than 64 MiB of text once its aliases are expanded",
+             5 + 4 * 62);
+    cr_assert_str_eq(err, expected);
+}
+
+Test(yaml, a_hundred_thousand_nested_sequences_are_refused_at_the_bound)
+{
+    size_t n = 100000;
+    char *text = malloc(2 * n + 1);
+    memset(text, '[', n);
+    memset(text + n, ']', n);
+    text[2 * n] = '\0';
+    const char *err = refuse(text);
+    free(text);
+    cr_assert_str_eq(err, "t.yaml:1:201: nesting deeper than 200 levels");
+}
+
+Test(yaml, text_over_the_file_bound_is_refused_unread)
+{
+    size_t len = MG_DOC_MAX_FILE_BYTES + 1;
+    char *text = malloc(len);
+    memset(text, '#', len); /* one long comment: valid YAML of any length */
+    doc = mg_doc_load_string("t.yaml", text, len, &errs);
+    free(text);
+    cr_assert_null(doc);
+    cr_assert_str_eq(errs.entries[0].text, "t.yaml: larger than 64 MiB, the limit for a configuration file");
+}
+
+Test(yaml, an_endless_file_is_read_up_to_the_bound_only)
+{
+    doc = mg_doc_load_file("/dev/zero", &errs);
+    cr_assert_null(doc);
+    cr_assert_eq(errs.num_errors, 1);
+    cr_assert_str_eq(errs.entries[0].text, "/dev/zero: larger than 64 MiB, the limit for a configuration file");
+}
+
+Test(yaml, read_fd_reads_everything_from_where_the_fd_is)
+{
+    char path[] = "/tmp/mg-test-yaml-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    unlink(path);
+    cr_assert_eq(write(fd, "a: 1\nb: 2\n", 10), 10);
+    cr_assert_eq(lseek(fd, 5, SEEK_SET), 5);
+    size_t len = 0;
+    char *text = mg_doc_read_fd(fd, "x.yaml", &len, &errs);
+    close(fd);
+    cr_assert_not_null(text);
+    cr_assert_eq(len, 5);
+    cr_assert_str_eq(text, "b: 2\n");
+    free(text);
+}
