@@ -347,7 +347,7 @@ void mg_dispatch_worker_init(mg_worker_t *w)
 }
 
 /* The ordering key and priority of the request, from the route's `order` (nearest up the
- * tree). -1 when the key would contain CR, LF or NUL. */
+ * tree). 0, or the MG_TEMPLATE_* error of the key's expansion. */
 static int order_of(mg_request_t *r, const mg_ctx_t *ctx, mg_str_t *key, mg_sched_priority_t *priority)
 {
     const mg_route_t *o = mg_route_order(r->route);
@@ -355,8 +355,9 @@ static int order_of(mg_request_t *r, const mg_ctx_t *ctx, mg_str_t *key, mg_sche
     *priority = MG_SCHED_NORMAL;
     if (o == NULL)
         return 0;
-    if (mg_template_expand(o->order.key, ctx, key) != 0)
-        return -1;
+    int err = mg_template_expand(o->order.key, ctx, key);
+    if (err != 0)
+        return err;
     if (o->order.priority_header != NULL) {
         ssize_t i = h2o_find_header_by_str(&r->req->headers, o->order.priority_header, o->order.priority_header_len, -1);
         if (i >= 0 && mg_order_is_high(mg_str(r->req->headers.entries[i].value.base, r->req->headers.entries[i].value.len)))
@@ -378,8 +379,9 @@ void mg_dispatch_forward(mg_request_t *r, const mg_ctx_t *ctx)
         mg_forward_start(r);
         return;
     }
-    if (order_of(r, ctx, &key, &priority) != 0) {
-        mg_request_send_error(r, 400, "bad-request", "the ordering key would contain CR, LF or NUL");
+    int err = order_of(r, ctx, &key, &priority);
+    if (err != 0) {
+        mg_request_send_error(r, 400, "bad-request", mg_template_strerror(err));
         return;
     }
     if ((job = calloc(1, sizeof(*job))) == NULL) {
