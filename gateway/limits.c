@@ -52,7 +52,8 @@ static void keep_decision(mg_request_t *r, const mg_decision_t *d)
  * everything. */
 static int acquire(mg_worker_t *w, const mg_config_t *conf, h2o_iovec_t key, mg_quota_t quota, mg_decision_t *d)
 {
-    int rc = mg_throttle_acquire(w->gw->throttle, key.base, key.len, quota, conf->generation, mg_throttle_now(), d);
+    int rc = mg_throttle_acquire(w->gw->throttle, key.base, key.len, quota, conf->generation, MG_THROTTLE_NO_CEILING,
+                                 mg_throttle_now(), d);
     if (rc == 1)
         mg_stat_inc(&w->stats.throttle_admitted);
     else if (rc == 0)
