@@ -213,6 +213,7 @@ static mg_config_t *config_new(const char *file)
     conf->limits.client_idle_timeout_ms = 60000;
     conf->limits.max_http2_streams = 100;
     conf->limits.max_requests_per_connection_per_second = 10000;
+    conf->tenants.max_keys = MG_TENANTS_MAX_KEYS_DEFAULT;
     conf->websocket = (mg_websocket_conf_t){.idle_timeout_ms = 120000,
                                             .ping_interval_ms = 30000,
                                             .close_timeout_ms = 5000,
