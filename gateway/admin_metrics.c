@@ -55,6 +55,11 @@ static void put_metrics(FILE *out, mg_gateway_t *gw, const mg_config_t *conf)
     for (int c = 1; c <= 5; c++)
         fprintf(out, "matchgate_responses_total{class=\"%dxx\"} %llu\n", c,
                 (unsigned long long)sum_workers(gw, offsetof(mg_worker_stats_t, responses) + (size_t)c * sizeof(mg_stat_t)));
+    /* how close the throttle is to its key ceiling (tenants.max_keys) */
+    put_header(out, "matchgate_throttle_keys", "gauge", "Keys (tenants and route quota keys) the throttle holds.");
+    fprintf(out, "matchgate_throttle_keys %zu\n", mg_throttle_count(gw->throttle));
+    put_header(out, "matchgate_throttle_max_keys", "gauge", "tenants.max_keys: the most keys a client can make the throttle hold.");
+    fprintf(out, "matchgate_throttle_max_keys %llu\n", (unsigned long long)conf->tenants.max_keys);
     put_header(out, "matchgate_config_generation", "gauge", "Generation of the configuration in use: 1 at start, +1 per reload.");
     fprintf(out, "matchgate_config_generation %llu\n", (unsigned long long)conf->generation);
     put_header(out, "matchgate_reloads_total", "counter", "Configuration reloads, by result.");

@@ -235,6 +235,7 @@ static mg_config_t *config_new(const char *file)
     conf->limits.max_http2_streams = 100;
     conf->limits.max_requests_per_connection_per_second = 10000;
     conf->reload = (mg_reload_conf_t){.memory_limit = UINT64_C(1) << 30, .timeout_ms = 30000};
+    conf->tenants.max_keys = MG_TENANTS_MAX_KEYS_DEFAULT;
     conf->websocket = (mg_websocket_conf_t){.idle_timeout_ms = 120000,
                                             .ping_interval_ms = 30000,
                                             .close_timeout_ms = 5000,

@@ -1,12 +1,13 @@
 /*
  * The `tenants:` section: how a request's tenant is identified (`identify`), what happens to
- * requests without one (`unidentified`), and the quotas (`default_quota`, `quotas`).
+ * requests without one (`unidentified`), the quotas (`default_quota`, `quotas`) and how many
+ * keys the throttle may hold (`max_keys`).
  */
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/config_internal.h"
 
-static const char *const tenants_keys[] = {"identify", "unidentified", "default_quota", "quotas", NULL};
+static const char *const tenants_keys[] = {"identify", "unidentified", "default_quota", "quotas", "max_keys", NULL};
 static const char *const identify_kinds[] = {"header", "host", "path", NULL};
 
 /* A header name, lower-cased: tokens only (RFC 9110 5.6.2). */
@@ -139,6 +140,8 @@ void mg__config_parse_tenants(mg_config_loader_t *cl, const mg_node_t *root)
         mg_quota_read(node, NULL, &tc->default_quota, cl->errs);
     if ((node = mg_node_get(tenants, "quotas")) != NULL)
         read_quotas(cl, node, tc);
+    if ((node = mg_node_get(tenants, "max_keys")) != NULL)
+        mg_node_to_uint(node, 1, MG_TENANTS_MAX_KEYS_MAX, &tc->max_keys, cl->errs);
 }
 
 void mg__config_tenants_free(mg_tenants_conf_t *tc)

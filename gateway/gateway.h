@@ -91,6 +91,8 @@ typedef struct mg_tenant_quota {
 } mg_tenant_quota_t;
 
 #define MG_TENANT_MAX_LEN 128
+#define MG_TENANTS_MAX_KEYS_DEFAULT 1000000
+#define MG_TENANTS_MAX_KEYS_MAX UINT64_C(1000000000)
 
 typedef struct mg_tenants_conf {
     mg_identify_rule_t *identify; /* tried in order; the first non-empty value wins */
@@ -99,6 +101,7 @@ typedef struct mg_tenants_conf {
     mg_quota_t default_quota;  /* requests == 0: tenants without their own quota are not limited */
     mg_tenant_quota_t *quotas; /* sorted by name (bsearch) */
     size_t num_quotas;
+    uint64_t max_keys; /* keys the throttle may hold; beyond, new keys not bounded by the config are refused */
 } mg_tenants_conf_t;
 
 /* admin: the admin API listener (admin.c). */

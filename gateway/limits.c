@@ -46,31 +46,50 @@ static void keep_decision(mg_request_t *r, const mg_decision_t *d)
     }
 }
 
-/* One decision for `key`, counted in the worker's figures: 1 admitted, 0 rejected, -1 out of
- * memory, which admits: the throttle must not turn a gateway short of memory into one refusing
- * everything. */
-static int acquire(mg_worker_t *w, const mg_config_t *conf, h2o_iovec_t key, mg_quota_t quota, mg_decision_t *d)
+/*
+ * The key ceiling (tenants.max_keys) applies to keys a client can invent: an unlisted tenant's,
+ * a route key made from request data. Keys whose number the configuration bounds may always
+ * enter the table, so that a flood of invented names never locks out a listed tenant: a
+ * listed tenant's own key, and a route key made of literal text and a listed tenant's name.
+ */
+static int quota_listed(const mg_tenants_conf_t *tc, const mg_quota_t *quota)
 {
-    int rc = mg_throttle_acquire(w->gw->throttle, key.base, key.len, quota, conf->generation, mg_throttle_now(), d);
+    /* mg_tenants_quota gives a listed tenant its own entry's quota, never the default's */
+    return quota != NULL && quota != &tc->default_quota;
+}
+
+static size_t key_ceiling(const mg_config_t *conf, int bounded)
+{
+    return bounded ? MG_THROTTLE_NO_CEILING : (size_t)conf->tenants.max_keys;
+}
+
+/* One decision for `key`, counted in the worker's figures: 1 admitted, 0 rejected (quota used
+ * up), MG_THROTTLE_FULL (a new key, no room), or -1 out of memory, which admits: the throttle
+ * must not turn a gateway short of memory into one refusing everything. */
+static int acquire(mg_worker_t *w, const mg_config_t *conf, h2o_iovec_t key, mg_quota_t quota, int bounded, mg_decision_t *d)
+{
+    int rc = mg_throttle_acquire(w->gw->throttle, key.base, key.len, quota, conf->generation, key_ceiling(conf, bounded),
+                                 mg_throttle_now(), d);
     if (rc == 1)
         mg_stat_inc(&w->stats.throttle_admitted);
-    else if (rc == 0)
+    else if (rc == 0 || rc == MG_THROTTLE_FULL)
         mg_stat_inc(&w->stats.throttle_rejected);
     return rc;
 }
 
 /* One decision for a request; -1 (429 sent) when rejected. */
-static int decide(mg_request_t *r, h2o_iovec_t key, mg_quota_t quota, const char *what)
+static int decide(mg_request_t *r, h2o_iovec_t key, mg_quota_t quota, int bounded, const char *what)
 {
     mg_decision_t d;
-    int rc = acquire(r->worker, r->conf, key, quota, &d);
-    if (rc < 0)
+    int rc = acquire(r->worker, r->conf, key, quota, bounded, &d);
+    if (rc == -1)
         return 0;
     keep_decision(r, &d);
     if (rc == 1)
         return 0;
     /* the RateLimit-* headers come with every response (proxy.c) */
-    mg_request_send_retry(r, 429, "throttled", what, d.retry_after_us);
+    mg_request_send_retry(r, 429, "throttled", rc == MG_THROTTLE_FULL ? "too many throttle keys (tenants.max_keys)" : what,
+                          d.retry_after_us);
     return -1;
 }
 
@@ -98,7 +117,8 @@ int mg_limits_check_tenant(mg_request_t *r, const mg_ctx_t *ctx)
     const mg_quota_t *quota = mg_tenants_quota(&r->conf->tenants, ctx->tenant);
     if (quota == NULL || ctx->tenant.len == 0)
         return 0;
-    return decide(r, make_key(&r->req->pool, "t", mg_str("", 0), ctx->tenant), *quota, "tenant quota exceeded");
+    return decide(r, make_key(&r->req->pool, "t", mg_str("", 0), ctx->tenant), *quota, quota_listed(&r->conf->tenants, quota),
+                  "tenant quota exceeded");
 }
 
 int mg_limits_admit_tenant(mg_worker_t *w, const mg_config_t *conf, mg_str_t tenant, uint64_t *retry_after_us)
@@ -109,7 +129,8 @@ int mg_limits_admit_tenant(mg_worker_t *w, const mg_config_t *conf, mg_str_t ten
     if (quota == NULL || tenant.len == 0 || tenant.len > MG_TENANT_MAX_LEN)
         return 1;
     /* the key of mg_limits_check_tenant: one quota for a tenant's requests and messages */
-    if (acquire(w, conf, put_key(buf, "t", mg_str("", 0), tenant), *quota, &d) != 0)
+    int rc = acquire(w, conf, put_key(buf, "t", mg_str("", 0), tenant), *quota, quota_listed(&conf->tenants, quota), &d);
+    if (rc == 1 || rc == -1)
         return 1;
     *retry_after_us = d.retry_after_us;
     return 0;
@@ -126,6 +147,14 @@ static int route_key(const mg_route_t *route, const mg_ctx_t *ctx, mg_str_t *key
     return mg_template_expand(route->quota.key, ctx, key);
 }
 
+/* 1 if the configuration bounds the route's keys for this request (see key_ceiling). */
+static int route_key_bounded(const mg_route_t *route, const mg_ctx_t *ctx, const mg_tenants_conf_t *tc)
+{
+    unsigned varies = route->quota.key == NULL ? MG_TEMPLATE_TENANT : mg_template_varies(route->quota.key);
+    return !(varies & MG_TEMPLATE_REQUEST) &&
+           (!(varies & MG_TEMPLATE_TENANT) || quota_listed(tc, mg_tenants_quota(tc, ctx->tenant)));
+}
+
 int mg_limits_check_routes(mg_request_t *r, const mg_ctx_t *ctx)
 {
     const mg_route_t *path[64];
@@ -139,7 +168,7 @@ int mg_limits_check_routes(mg_request_t *r, const mg_ctx_t *ctx)
         if (route->quota.limit.requests == 0 || route_key(route, ctx, &key) != 0 || key.len == 0)
             continue;
         h2o_iovec_t k = make_key(&r->req->pool, "r", mg_str(route->name, strlen(route->name)), key);
-        if (decide(r, k, route->quota.limit, "route quota exceeded") != 0)
+        if (decide(r, k, route->quota.limit, route_key_bounded(route, ctx, &r->conf->tenants), "route quota exceeded") != 0)
             return -1;
     }
     return 0;

@@ -91,6 +91,12 @@ int mg_template_expand(const mg_template_t *t, const mg_ctx_t *ctx, mg_str_t *ou
 const char *mg_template_strerror(int err);
 /* The template as written. */
 mg_str_t mg_template_source(const mg_template_t *t);
+/* What the template's value can vary with: 0 when it is literal text only; the bit
+ * MG_TEMPLATE_TENANT when it uses ${tenant} (no capture of that name can shadow it); the bit
+ * MG_TEMPLATE_REQUEST when it uses anything else (headers, path, query, captures, ...). */
+#define MG_TEMPLATE_TENANT 1u
+#define MG_TEMPLATE_REQUEST 2u
+unsigned mg_template_varies(const mg_template_t *t);
 void mg_template_free(mg_template_t *t);
 
 /* ---------------------------------------------------------------------------------------

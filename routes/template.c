@@ -342,6 +342,19 @@ mg_str_t mg_template_source(const mg_template_t *t)
     return mg_str(t->source, t->source_len);
 }
 
+unsigned mg_template_varies(const mg_template_t *t)
+{
+    unsigned varies = 0;
+    for (size_t i = 0; i != t->num_pieces; ++i) {
+        const mg_piece_t *p = &t->pieces[i];
+        if (p->kind == MG_PIECE_TENANT && !p->may_be_bound)
+            varies |= MG_TEMPLATE_TENANT;
+        else if (p->kind != MG_PIECE_LITERAL)
+            varies |= MG_TEMPLATE_REQUEST;
+    }
+    return varies;
+}
+
 void mg_template_free(mg_template_t *t)
 {
     if (t == NULL)

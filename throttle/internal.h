@@ -14,13 +14,22 @@
 #include "throttle/throttle.h"
 
 /* mg__limiter_decide: the limiter is frozen, nothing was decided. */
-#define MG__FROZEN (-2)
+#define MG__FROZEN (-3)
+/* mg__limiter_decide: the ring is too small to decide (C < N slots, all of them in the
+ * window): nothing was decided; a copy (mg__limiter_copy) has room. */
+#define MG__GROW (-4)
 
-/* One cache line of header, then N slots of 8 bytes (16-bit lap tag, 48-bit timestamp). */
+/*
+ * A 56-byte header, then C slots of 8 bytes (16-bit lap tag, 48-bit timestamp). C, the ring's
+ * capacity, is at most N: the table starts a key with a small ring and replaces it by a copy
+ * of twice its size when an admission needs more (limiter.c). Rings of MG__ALIGNED_CAP slots
+ * and more sit 8 bytes into a cache line, so that the header is one line and the slots start
+ * on the next; smaller ones come from plain malloc.
+ */
 struct mg_limiter {
     _Atomic uint64_t cursor;  /* frozen bit | lap | slot: where the next admission goes */
-    uint32_t n;               /* N = quota.requests, slots in the ring */
-    uint32_t mapped;          /* the ring has pages of its own (limiter.c) */
+    uint32_t n;               /* N = quota.requests */
+    uint32_t cap;             /* C: slots in the ring, 1 .. N */
     uint64_t per_us;          /* P */
     _Atomic uint64_t gen;     /* table: configuration generation the quota comes from */
     uint64_t admitted_before; /* table: admissions of the limiters this one replaced */
@@ -28,23 +37,33 @@ struct mg_limiter {
     union {
         void *p[2];
     } reclaim;
-    uint64_t pad;
     _Atomic uint64_t slot[];
 };
 
-/* mg_limiter_acquire, except that a frozen limiter answers MG__FROZEN (and leaves `d`). */
+#define MG__ALIGNED_CAP 8
+
+/* A limiter of `quota` with a ring of `cap` slots (clamped to 1 .. N); NULL when out of
+ * memory or the quota is out of range. mg_limiter_new is this with cap = N. */
+mg_limiter_t *mg__limiter_new(mg_quota_t quota, uint32_t cap);
+/* Bytes `l` takes (its header and ring, alignment included, before the allocator's own). */
+size_t mg__limiter_bytes(const mg_limiter_t *l);
+/* mg_limiter_acquire, except that a frozen limiter answers MG__FROZEN and a ring that must
+ * grow first MG__GROW (both leave `d`). */
 int mg__limiter_decide(mg_limiter_t *l, uint64_t now_us, mg_decision_t *d);
 /* Stops admissions for good; when it returns the history is final. Any thread, any number
  * of times. */
 void mg__limiter_freeze(mg_limiter_t *l);
-/* A new limiter of `quota` and `gen` holding the newest min(admitted, N, N') admissions of
- * the frozen `old`, in order; NULL when out of memory. */
+/* A new limiter of `quota` and `gen` holding, in order, the admissions of the frozen `old`'s
+ * last window (those within old P of its newest admission), the newest N' of them when there
+ * are more; NULL when out of memory. Its ring has old C slots, twice that (at most N') when
+ * they were all in that window: so a copy made because a decision found the ring too small
+ * (MG__GROW) has room, and every thread copying one frozen limiter makes the same copy. */
 mg_limiter_t *mg__limiter_copy(const mg_limiter_t *old, mg_quota_t quota, uint64_t gen);
 /* Timestamp of the newest admission, 0 when there was none. */
 uint64_t mg__limiter_last(const mg_limiter_t *l);
-/* 1 if there was an admission and the newest one has left the window ending at `now_us`.
- * (A limiter without admissions is one being created: the first decision always admits.) */
-int mg__limiter_expired(const mg_limiter_t *l, uint64_t now_us);
+/* When the newest admission leaves its window (its time + P): the key may be evicted from
+ * then on. 0 when there was none (a limiter being created: its first decision admits). */
+uint64_t mg__limiter_expiry(const mg_limiter_t *l);
 /* Admissions since the key was first seen (this limiter's and those it replaced). */
 uint64_t mg__limiter_admitted(const mg_limiter_t *l);
 /* 1 if `q` is within MG_QUOTA_MAX_REQUESTS / MG_QUOTA_MAX_PER_US. */

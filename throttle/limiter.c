@@ -1,24 +1,31 @@
 /*
  * The limiter: "at most N admissions in any window of length P", exactly, lock-free.
  *
- * A sliding-window log: admission number k (0, 1, 2, ...) is recorded in slot k mod N of a
- * ring of N slots. Admitting at time t is allowed iff admission k - N (the one N places
- * earlier, the one slot k mod N still holds) was at or before t - P, or does not exist: then
- * the window (t - P, t] holds at most N - 1 earlier admissions, because timestamps never go
- * backwards in admission order.
+ * A sliding-window log: admission number k (0, 1, 2, ...) is recorded in slot k mod C of a
+ * ring of C slots, C <= N. Admitting at time t is allowed iff admission k - C (the one C
+ * places earlier, the one slot k mod C still holds) was at or before t - P, or does not
+ * exist: then the window (t - P, t] holds at most C - 1 <= N - 1 earlier admissions, because
+ * timestamps never go backwards in admission order. When it is in the window:
+ *   - C = N: the window holds N admissions, the request is rejected;
+ *   - C < N: the ring cannot tell, and nothing is decided (MG__GROW): the table freezes the
+ *     limiter and replaces it by a copy with twice the slots (at most N), which has a free
+ *     slot, through the path it uses for quota changes (internal.h, table.c).
+ * So a ring only grows as far as one window's admissions need: a key that made one request
+ * holds 2 slots, one hammering its quota N. An admission overwritten in the ring had left the
+ * window when it was overwritten, so the ring always holds every admission of the window.
  *
- * Memory: a 64-byte header and 8 bytes per slot: a 16-bit lap tag (lap + 1 of the admission
+ * Memory: a 56-byte header and 8 bytes per slot: a 16-bit lap tag (lap + 1 of the admission
  * the slot holds, mod 2^16; 0 = never written) and a 48-bit timestamp in microseconds.
  *
- * The cursor (one 64-bit word) is the next admission's place, as lap (k / N) and slot
- * (k mod N), plus a frozen bit (internal.h). One decision:
+ * The cursor (one 64-bit word) is the next admission's place, as lap (k / C) and slot
+ * (k mod C), plus a frozen bit (internal.h). One decision:
  *   1. read the cursor (lap L, slot s), slot s, slot s - 1 (the newest admission, for the
  *      clock clamp below), and the cursor again: if it moved, start over. So both slots
- *      were read while the cursor was at k: slot s holds admission k - N (tag L) or already
+ *      were read while the cursor was at k: slot s holds admission k - C (tag L) or already
  *      admission k (tag L + 1: stamped by a thread that has not advanced the cursor yet;
  *      we advance it for that thread and start over), never anything older or newer.
  *   2. decide from slot s's timestamp. A rejection writes nothing.
- *   3. admit: CAS slot s from what was read (admission k - N) to (L + 1, t). This CAS is the
+ *   3. admit: CAS slot s from what was read (admission k - C) to (L + 1, t). This CAS is the
  *      linearization point: it succeeds for exactly one thread and only while the cursor is
  *      still at k, since the cursor only passes k once slot s holds admission k. A slot
  *      value never repeats (a slot's timestamps grow by at least P each lap), so there is
@@ -35,7 +42,7 @@
 #include <time.h>
 #include "throttle/internal.h"
 
-_Static_assert(offsetof(struct mg_limiter, slot) == 64, "the limiter's header is one cache line");
+_Static_assert(offsetof(struct mg_limiter, slot) == 56, "the limiter's header is 56 bytes");
 _Static_assert(MG_QUOTA_MAX_REQUESTS < (1u << 20), "a slot number fits the cursor's 20 bits");
 
 #define CURSOR_FROZEN (UINT64_C(1) << 63)
@@ -59,7 +66,7 @@ static uint32_t cursor_slot(uint64_t c)
 
 static uint64_t cursor_next(const mg_limiter_t *l, uint64_t c)
 {
-    if (cursor_slot(c) + 1 < l->n)
+    if (cursor_slot(c) + 1 < l->cap)
         return c + 1;
     /* after 2^43 laps (decades at any real rate), go on from lap 2^16: the same tag, and
      * still "not the first lap" */
@@ -92,7 +99,7 @@ static uint64_t slot_ts(uint64_t v)
 
 static uint32_t slot_before(const mg_limiter_t *l, uint32_t s)
 {
-    return s == 0 ? l->n - 1 : s - 1;
+    return s == 0 ? l->cap - 1 : s - 1;
 }
 
 uint64_t mg_throttle_now(void)
@@ -111,49 +118,80 @@ int mg__quota_valid(mg_quota_t q)
     return q.requests >= 1 && q.requests <= MG_QUOTA_MAX_REQUESTS && q.per_us >= 1 && q.per_us <= MG_QUOTA_MAX_PER_US;
 }
 
-size_t mg_limiter_size(mg_quota_t quota)
-{
-    return sizeof(mg_limiter_t) + (size_t)quota.requests * sizeof(uint64_t);
-}
-
 /*
- * A large ring gets pages of its own from the kernel: they come zeroed (every slot "never
- * written") and are only backed by memory once an admission writes them, so a key with a
- * quota of 1,000,000 that makes ten requests costs a page or two, not 8 MB zeroed up front
- * (which took milliseconds per new key). Small rings come from malloc, zeroed by hand.
+ * Where a ring lives. A small one (under MG__ALIGNED_CAP slots: a key that made a few
+ * requests) comes from malloc, header and slots together, 16 bytes aligned. A larger one,
+ * which a key only reaches by using it, is placed 8 bytes into a cache line: the header is
+ * then one line and the slots begin on the next, as a hot key wants (its admissions write the
+ * cursor and a slot; its rejections only read). A ring of 64 KiB and more gets pages of its
+ * own from the kernel: they come zeroed (every slot "never written") and are only backed by
+ * memory once an admission writes them, so zeroing 8 MB never happens on a decision.
  */
 #define MAPPED_MIN_SIZE (64 * 1024)
 
-mg_limiter_t *mg_limiter_new(mg_quota_t quota)
+static size_t ring_pad(uint32_t cap)
+{
+    return cap >= MG__ALIGNED_CAP ? 8 : 0;
+}
+
+static size_t ring_size(uint32_t cap)
+{
+    return ring_pad(cap) + sizeof(mg_limiter_t) + (size_t)cap * sizeof(uint64_t);
+}
+
+static int ring_mapped(uint32_t cap)
+{
+    return ring_size(cap) >= MAPPED_MIN_SIZE;
+}
+
+size_t mg_limiter_size(mg_quota_t quota)
+{
+    return ring_size(quota.requests);
+}
+
+size_t mg__limiter_bytes(const mg_limiter_t *l)
+{
+    return ring_size(l->cap);
+}
+
+mg_limiter_t *mg__limiter_new(mg_quota_t quota, uint32_t cap)
 {
     if (!mg__quota_valid(quota))
         return NULL;
+    cap = cap < 1 ? 1 : cap > quota.requests ? quota.requests : cap;
     void *mem;
-    size_t size = mg_limiter_size(quota);
-    int mapped = size >= MAPPED_MIN_SIZE;
-    if (mapped) {
+    size_t size = ring_size(cap);
+    if (ring_mapped(cap)) {
         mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (mem == MAP_FAILED)
             return NULL;
     } else {
-        if (posix_memalign(&mem, 64, size) != 0)
+        if (ring_pad(cap) != 0 ? posix_memalign(&mem, 64, size) != 0 : (mem = malloc(size)) == NULL)
             return NULL;
         /* all slots start as tag 0: "lap -1", i.e. no admission yet */
         memset(mem, 0, size);
     }
-    mg_limiter_t *l = mem;
+    mg_limiter_t *l = (void *)((char *)mem + ring_pad(cap));
     l->n = quota.requests;
+    l->cap = cap;
     l->per_us = quota.per_us;
-    l->mapped = (uint32_t)mapped;
     return l;
+}
+
+mg_limiter_t *mg_limiter_new(mg_quota_t quota)
+{
+    return mg__limiter_new(quota, quota.requests);
 }
 
 void mg_limiter_free(mg_limiter_t *l)
 {
-    if (l != NULL && l->mapped)
-        munmap(l, mg_limiter_size(mg_limiter_quota(l)));
+    if (l == NULL)
+        return;
+    void *mem = (char *)l - ring_pad(l->cap);
+    if (ring_mapped(l->cap))
+        munmap(mem, ring_size(l->cap));
     else
-        free(l);
+        free(mem);
 }
 
 mg_quota_t mg_limiter_quota(const mg_limiter_t *l)
@@ -162,7 +200,7 @@ mg_quota_t mg_limiter_quota(const mg_limiter_t *l)
 }
 
 /* The ring as one window count sees it: admission i (0 = the oldest of `count`) is in slot
- * first + i (mod N). */
+ * first + i (mod C). */
 typedef struct ring_view {
     const mg_limiter_t *l;
     uint64_t lap, now;
@@ -173,10 +211,10 @@ typedef struct ring_view {
 /* 1 if admission i is still in the slot and in the window ending at now; `*ts` its time. */
 static int view_in_window(const ring_view_t *r, uint32_t i, uint64_t *ts)
 {
-    uint32_t pos = r->first + i >= r->l->n ? r->first + i - r->l->n : r->first + i;
+    uint32_t pos = r->first + i >= r->l->cap ? r->first + i - r->l->cap : r->first + i;
     uint64_t v = LOAD(&r->l->slot[pos]);
     uint16_t want = pos >= r->s ? lap_tag(r->lap - 1) : lap_tag(r->lap);
-    /* a frozen limiter's slot s may be sealed (tag + 2): still admission k - N */
+    /* a frozen limiter's slot s may be sealed (tag + 2): still admission k - C */
     int held = slot_tag(v) == want || (r->frozen && pos == r->s && slot_tag(v) == (uint16_t)(want + 2));
     *ts = slot_ts(v);
     return held && *ts + r->l->per_us > r->now;
@@ -187,14 +225,14 @@ static int view_in_window(const ring_view_t *r, uint32_t i, uint64_t *ts)
  * and the oldest of them. The ring is sorted by time, so the ones in the window are the
  * newest few: gallop back from the newest (1, 2, 4, ... places: few probes, on nearby cache
  * lines, when few are in), then bisect. A slot overwritten meanwhile by a newer admission
- * counts as out of the window: overwriting admission j needed admission j + N, at least P
+ * counts as out of the window: overwriting admission j needed admission j + C, at least P
  * after j, and the overwritten ones are always the oldest, so the predicate stays monotonic.
  */
 static uint32_t window_count(const mg_limiter_t *l, uint64_t now, uint64_t *oldest)
 {
     uint64_t c = LOAD(&l->cursor), ts;
     ring_view_t r = {.l = l, .lap = cursor_lap(c), .now = now, .s = cursor_slot(c), .frozen = (c & CURSOR_FROZEN) != 0};
-    r.count = r.lap > 0 ? l->n : r.s;
+    r.count = r.lap > 0 ? l->cap : r.s;
     r.first = r.lap > 0 ? r.s : 0;
     uint32_t lo = 0, hi = r.count; /* [hi, count) are in, [0, lo) are out */
     *oldest = 0;
@@ -220,8 +258,10 @@ static uint32_t window_count(const mg_limiter_t *l, uint64_t now, uint64_t *olde
 
 uint32_t mg_limiter_used(const mg_limiter_t *l, uint64_t now_us)
 {
-    uint64_t oldest;
-    return window_count(l, now_us, &oldest);
+    /* at the ring's time, as a decision would be: admissions a ring of C < N slots has
+     * overwritten had left the window by then, not necessarily by an earlier `now` */
+    uint64_t oldest, last = mg__limiter_last(l);
+    return window_count(l, now_us > last ? now_us : last, &oldest);
 }
 
 static void decision_admitted(const mg_limiter_t *l, uint64_t now, uint64_t at, mg_decision_t *d)
@@ -270,6 +310,8 @@ int mg__limiter_decide(mg_limiter_t *l, uint64_t now, mg_decision_t *d)
             continue; /* not reachable with an unmoved cursor; never decide on it */
         uint64_t t = now > newest ? now : newest;
         if (lap > 0 && t < slot_ts(v) + l->per_us) {
+            if (l->cap < l->n)
+                return MG__GROW; /* C admissions in the window: N may not be reached yet */
             if (d != NULL)
                 decision_rejected(l, now, slot_ts(v), d);
             return 0;
@@ -285,16 +327,16 @@ int mg__limiter_decide(mg_limiter_t *l, uint64_t now, mg_decision_t *d)
 
 int mg_limiter_acquire(mg_limiter_t *l, uint64_t now_us, mg_decision_t *d)
 {
-    /* only the table freezes limiters, and only its own */
+    /* only the table freezes limiters, and only its own; only its rings are smaller than N */
     return mg__limiter_decide(l, now_us, d);
 }
 
 /*
  * Freezing: set the frozen bit (no cursor CAS can succeed after it, so the cursor is final
- * at some k), then seal slot s = k mod N: a thread that read the cursor at k before the
+ * at some k), then seal slot s = k mod C: a thread that read the cursor at k before the
  * freeze may still be about to CAS slot s for admission k. Either it got there first (the
  * slot has tag L + 1: admission k is in the history) or the seal (tag L + 2, the timestamp
- * of admission k - N kept) makes its CAS fail and it finds the cursor frozen.
+ * of admission k - C kept) makes its CAS fail and it finds the cursor frozen.
  */
 void mg__limiter_freeze(mg_limiter_t *l)
 {
@@ -311,26 +353,37 @@ static uint64_t history(const mg_limiter_t *l, uint32_t *end)
     uint64_t c = LOAD(&l->cursor), lap = cursor_lap(c);
     uint32_t s = cursor_slot(c);
     int stamped = slot_tag(LOAD(&l->slot[s])) == lap_tag(lap);
-    *end = stamped ? (s + 1 == l->n ? 0 : s + 1) : s;
-    return lap * l->n + s + (uint64_t)stamped;
+    *end = stamped ? (s + 1 == l->cap ? 0 : s + 1) : s;
+    return lap * l->cap + s + (uint64_t)stamped;
+}
+
+/* How many of the newest admissions of the frozen `l` (`total` of them, the newest in the slot
+ * before `end`) are within P of the newest: its last window, which a copy keeps. */
+static uint32_t last_window(const mg_limiter_t *l, uint64_t total, uint32_t end)
+{
+    uint32_t held = total < l->cap ? (uint32_t)total : l->cap, in = 0, pos = end;
+    uint64_t last = total > 0 ? slot_ts(LOAD(&l->slot[slot_before(l, end)])) : 0;
+    while (in < held && slot_ts(LOAD(&l->slot[pos = slot_before(l, pos)])) + l->per_us > last)
+        in++;
+    return in;
 }
 
 mg_limiter_t *mg__limiter_copy(const mg_limiter_t *old, mg_quota_t quota, uint64_t gen)
 {
     uint32_t pos;
-    uint64_t total = history(old, &pos), keep = total;
-    if (keep > old->n)
-        keep = old->n;
-    if (keep > quota.requests)
-        keep = quota.requests;
-    mg_limiter_t *l = mg_limiter_new(quota);
+    uint64_t total = history(old, &pos);
+    uint32_t in = last_window(old, total, pos), keep = in < quota.requests ? in : quota.requests;
+    /* a ring whose every slot is in the window is too small for the next admission (the
+     * decision said MG__GROW, or would); any other keeps its size */
+    uint32_t cap = in == old->cap ? 2 * old->cap : old->cap;
+    mg_limiter_t *l = mg__limiter_new(quota, cap);
     if (l == NULL)
         return NULL;
-    for (uint64_t i = keep; i-- > 0;) {
+    for (uint32_t i = keep; i-- > 0;) {
         pos = slot_before(old, pos);
         atomic_init(&l->slot[i], slot_make(lap_tag(0), slot_ts(LOAD(&old->slot[pos]))));
     }
-    atomic_init(&l->cursor, keep == quota.requests ? UINT64_C(1) << CURSOR_SLOT_BITS : keep);
+    atomic_init(&l->cursor, keep == l->cap ? UINT64_C(1) << CURSOR_SLOT_BITS : keep);
     atomic_init(&l->gen, gen);
     l->admitted_before = old->admitted_before + total - keep;
     return l;
@@ -342,10 +395,10 @@ uint64_t mg__limiter_last(const mg_limiter_t *l)
     return history(l, &end) == 0 ? 0 : slot_ts(LOAD(&l->slot[slot_before(l, end)]));
 }
 
-int mg__limiter_expired(const mg_limiter_t *l, uint64_t now_us)
+uint64_t mg__limiter_expiry(const mg_limiter_t *l)
 {
     uint32_t end;
-    return history(l, &end) > 0 && slot_ts(LOAD(&l->slot[slot_before(l, end)])) + l->per_us <= now_us;
+    return history(l, &end) == 0 ? 0 : slot_ts(LOAD(&l->slot[slot_before(l, end)])) + l->per_us;
 }
 
 uint64_t mg__limiter_admitted(const mg_limiter_t *l)

@@ -18,6 +18,15 @@
  * runs at max(now, horizon): an evicted key's admissions were all at or before horizon - P,
  * so its fresh limiter can never share a window with them, even for a caller whose clock
  * reading is older than the evictor's.
+ *
+ * Growing a key's ring is a replacement too: a decision that finds all of a small ring's
+ * slots in the window (MG__GROW) freezes it and copies it into one twice the size, so what
+ * holds for quota changes (nothing lost, nothing counted twice, helpers instead of waiting)
+ * holds for growth. A key enters with a ring of INITIAL_CAP slots.
+ *
+ * The key ceiling: `count` is raised before a key is inserted (by a CAS that fails once it
+ * has reached the decision's `max_keys`) and lowered when an insert loses a race or a key is
+ * evicted, so the table never holds more keys than the largest `max_keys` it was given.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +37,8 @@
 
 #define ENTRY_DEAD ((uintptr_t)1)
 #define RETRY 2 /* entry_decide: the entry is gone, look the key up again */
+/* Slots of a new key's ring: malloc gives 2 the same 80-byte chunk as 1 (56 + 8 bytes). */
+#define INITIAL_CAP 2
 
 /* ThreadSanitizer cannot see liburcu's grace periods (the library is not instrumented): tell
  * it that a callback run by call_rcu comes after every read-side section that could have
@@ -58,8 +69,9 @@ static char tsan_grace;
 
 struct mg_throttle {
     struct cds_lfht *ht;
-    _Atomic uint64_t horizon; /* the latest `now` at which a key was evicted */
-    _Atomic size_t count;
+    _Atomic uint64_t horizon;     /* the latest `now` at which a key was evicted */
+    _Atomic uint64_t next_expiry; /* the soonest end of a window the last eviction pass saw */
+    _Atomic size_t count;         /* keys in the table and being inserted */
     uint64_t seed[2];
 };
 
@@ -296,6 +308,7 @@ static int entry_update(mg_throttle_t *t, entry_t *e, mg_quota_t quota, uint64_t
     }
 }
 
+/* 1 admitted, 0 rejected, RETRY, or -1 (out of memory). */
 static int entry_decide(mg_throttle_t *t, entry_t *e, mg_quota_t quota, uint64_t gen, uint64_t now, mg_decision_t *d)
 {
     for (;;) {
@@ -310,8 +323,9 @@ static int entry_decide(mg_throttle_t *t, entry_t *e, mg_quota_t quota, uint64_t
             d->reset_us += late;
             d->retry_after_us += r == 0 ? late : 0;
         }
-        if (r == MG__FROZEN) {
-            /* being replaced or evicted: help replace it (a dead entry is seen next turn) */
+        if (r == MG__FROZEN || r == MG__GROW) {
+            /* being replaced or evicted: help replace it (a dead entry is seen next turn);
+             * or too small: replace it by a copy with room (the copy sees it was full) */
             if (entry_replace(e, l, mg_limiter_quota(l), atomic_load(&l->gen)) != 0)
                 return -1;
             continue;
@@ -322,10 +336,26 @@ static int entry_decide(mg_throttle_t *t, entry_t *e, mg_quota_t quota, uint64_t
     }
 }
 
-static entry_t *entry_insert(mg_throttle_t *t, const lookup_key_t *k, uint64_t hash, mg_quota_t quota, uint64_t gen)
+/* Takes a place in the table for a new key: 0, or -1 when `max_keys` are taken. */
+static int place_take(mg_throttle_t *t, size_t max_keys)
+{
+    size_t n = atomic_load_explicit(&t->count, memory_order_relaxed);
+    do {
+        if (n >= max_keys)
+            return -1;
+    } while (!atomic_compare_exchange_weak_explicit(&t->count, &n, n + 1, memory_order_relaxed, memory_order_relaxed));
+    return 0;
+}
+
+static void place_give_back(mg_throttle_t *t)
+{
+    atomic_fetch_sub_explicit(&t->count, 1, memory_order_relaxed);
+}
+
+static entry_t *entry_new(const lookup_key_t *k, mg_quota_t quota, uint64_t gen)
 {
     entry_t *e = aligned_alloc(64, (offsetof(entry_t, key) + k->len + 1 + 63) / 64 * 64);
-    mg_limiter_t *l = mg_limiter_new(quota);
+    mg_limiter_t *l = mg__limiter_new(quota, INITIAL_CAP);
     if (e == NULL || l == NULL) {
         free(e);
         mg_limiter_free(l);
@@ -340,17 +370,41 @@ static entry_t *entry_insert(mg_throttle_t *t, const lookup_key_t *k, uint64_t h
     e->key[k->len] = '\0';
     /* last, with release: entry_match's acquire load then sees everything above */
     atomic_store_explicit(&e->limiter, (uintptr_t)l, memory_order_release);
-    struct cds_lfht_node *found = cds_lfht_add_unique(t->ht, hash, entry_match, k, &e->node);
-    if (found != &e->node) {
-        entry_free(e); /* another thread inserted the key first */
-        return caa_container_of(found, entry_t, node);
-    }
-    atomic_fetch_add_explicit(&t->count, 1, memory_order_relaxed);
     return e;
 }
 
-int mg_throttle_acquire(mg_throttle_t *t, const char *key, size_t len, mg_quota_t quota, uint64_t gen, uint64_t now_us,
-                        mg_decision_t *d)
+/* Inserts the key, or finds it inserted by another thread meanwhile: 0 and `*ep`, -1 out of
+ * memory, MG_THROTTLE_FULL. */
+static int entry_insert(mg_throttle_t *t, const lookup_key_t *k, uint64_t hash, mg_quota_t quota, uint64_t gen, size_t max_keys,
+                        entry_t **ep)
+{
+    if (place_take(t, max_keys) != 0)
+        return MG_THROTTLE_FULL;
+    entry_t *e = entry_new(k, quota, gen);
+    if (e == NULL) {
+        place_give_back(t);
+        return -1;
+    }
+    struct cds_lfht_node *found = cds_lfht_add_unique(t->ht, hash, entry_match, k, &e->node);
+    if (found != &e->node) {
+        entry_free(e); /* another thread inserted the key first */
+        place_give_back(t);
+        e = caa_container_of(found, entry_t, node);
+    }
+    *ep = e;
+    return 0;
+}
+
+/* What MG_THROTTLE_FULL tells: no key leaves the table before the soonest end of a window. */
+static void decision_full(mg_throttle_t *t, mg_quota_t quota, uint64_t now, mg_decision_t *d)
+{
+    uint64_t next = atomic_load_explicit(&t->next_expiry, memory_order_relaxed);
+    *d = (mg_decision_t){.limit = quota.requests, .retry_after_us = next > now ? next - now : 1};
+    d->reset_us = d->retry_after_us;
+}
+
+int mg_throttle_acquire(mg_throttle_t *t, const char *key, size_t len, mg_quota_t quota, uint64_t gen, size_t max_keys,
+                        uint64_t now_us, mg_decision_t *d)
 {
     /* the configuration checks quotas; keys of any length work (a longer one only costs) */
     if (!mg__quota_valid(quota))
@@ -363,11 +417,13 @@ int mg_throttle_acquire(mg_throttle_t *t, const char *key, size_t len, mg_quota_
     do {
         cds_lfht_lookup(t->ht, hash, entry_match, &k, &iter);
         entry_t *e = iter_entry(&iter);
-        if (e == NULL)
-            e = entry_insert(t, &k, hash, quota, gen);
-        r = e != NULL ? entry_decide(t, e, quota, gen, now_us, d) : -1;
+        r = e != NULL ? 0 : entry_insert(t, &k, hash, quota, gen, max_keys, &e);
+        if (r == 0)
+            r = entry_decide(t, e, quota, gen, now_us, d);
     } while (r == RETRY);
     READ_UNLOCK();
+    if (r == MG_THROTTLE_FULL && d != NULL)
+        decision_full(t, quota, now_us, d);
     return r;
 }
 
@@ -386,27 +442,30 @@ void mg_throttle_requota(mg_throttle_t *t, mg_throttle_quota_of_t quota_of, void
     READ_UNLOCK();
 }
 
-/* 1 if the entry was evicted (by this thread). */
-static int entry_evict(mg_throttle_t *t, entry_t *e, uint64_t now)
+/* 1 if the entry was evicted (by this thread); else `*expiry` is when its window ends (0: not
+ * known, the entry is dead or new). */
+static int entry_evict(mg_throttle_t *t, entry_t *e, uint64_t now, uint64_t *expiry)
 {
     uintptr_t p = atomic_load_explicit(&e->limiter, memory_order_acquire);
     mg_limiter_t *l = entry_limiter(p);
-    if ((p & ENTRY_DEAD) || !mg__limiter_expired(l, now))
+    *expiry = (p & ENTRY_DEAD) ? 0 : mg__limiter_expiry(l);
+    if (*expiry == 0 || *expiry > now)
         return 0;
     MG__EVICT_RACE_POINT();
     mg__limiter_freeze(l);
-    if (!mg__limiter_expired(l, now)) {
+    if ((*expiry = mg__limiter_expiry(l)) > now) {
         /* an admission got in before the freeze: the key lives on in a copy */
         entry_replace(e, l, mg_limiter_quota(l), atomic_load(&l->gen));
         return 0;
     }
+    *expiry = 0;
     uint64_t horizon = atomic_load(&t->horizon);
     while (horizon < now && !atomic_compare_exchange_weak(&t->horizon, &horizon, now))
         ;
     if (!atomic_compare_exchange_strong(&e->limiter, &p, p | ENTRY_DEAD))
         return 0; /* a helper replaced the limiter first */
     cds_lfht_del(t->ht, &e->node);
-    atomic_fetch_sub_explicit(&t->count, 1, memory_order_relaxed);
+    place_give_back(t);
     call_rcu(&e->rcu, entry_free_rcu);
     return 1;
 }
@@ -416,12 +475,19 @@ size_t mg_throttle_evict(mg_throttle_t *t, uint64_t now_us)
     struct cds_lfht_iter iter;
     entry_t *e;
     size_t n = 0;
+    uint64_t next = UINT64_MAX, expiry;
     rcu_read_lock();
     FOR_EACH_ENTRY(t, &iter, e)
     {
-        n += (size_t)entry_evict(t, e, now_us);
+        n += (size_t)entry_evict(t, e, now_us, &expiry);
+        if (expiry != 0 && expiry < next)
+            next = expiry;
     }
     READ_UNLOCK();
+    /* windows only end later as keys admit more, so no key seen here leaves before `next`
+     * (one inserted during or after the walk came while there was room: the wait of
+     * MG_THROTTLE_FULL is for a full table) */
+    atomic_store_explicit(&t->next_expiry, next != UINT64_MAX ? next : now_us, memory_order_relaxed);
     return n;
 }
 

@@ -21,16 +21,25 @@
  * time a thread waits for a core is not counted, the time it spends on contention is. The
  * median of ROUNDS runs. "M/s" is all threads' decisions per second of wall time.
  *
+ * Before that, memory per key: a table gets KEYS_MEMORY keys named like the gateway's
+ * ("t", NUL, "tenant-000042"), each with one admission under {8000 per hour} (a key a client
+ * made up), then as many with N = 100 and 100 admissions (a full ring); each line is the heap
+ * in use (glibc's mallinfo2: small chunks and mapped ones, the allocator's headers included)
+ * and the process's VmRSS, before and after, divided by the keys. The table's buckets are in
+ * it (liburcu grows them in its own thread: the figures are taken after it settles).
+ *
  * A benchmark: prints a table, never fails on time. Loops are bounded (OPS decisions per
  * thread per run).
  *
  *   throttle-bench [OPS [ROUNDS]]     defaults 1000000 and 3
  */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "throttle/throttle.h"
 
 enum { MAX_THREADS = 8, MANY_KEYS = 10000, MAX_ROUNDS = 15, CLOCK_EVERY = 32 };
@@ -147,7 +156,7 @@ static int decide(run_t *r, uint32_t k, uint64_t now, mg_decision_t *d)
     case LIMITER:
         return mg_limiter_acquire(r->limiters[k], now, d);
     case TABLE:
-        return mg_throttle_acquire(r->table, r->names[k], 12, r->quota, 1, now, d);
+        return mg_throttle_acquire(r->table, r->names[k], 12, r->quota, 1, MG_THROTTLE_NO_CEILING, now, d);
     default:
         return mutex_ring_acquire(&r->rings[k], now, d);
     }
@@ -238,6 +247,56 @@ static double run_once(variant_t v, mg_quota_t q, uint32_t keys, int threads, si
     return cpu / threads;
 }
 
+/* ---- memory per key ---- */
+
+enum { KEYS_MEMORY = 200000 };
+
+static size_t heap_bytes(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+static size_t rss_bytes(void)
+{
+    char line[256];
+    size_t kib = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "VmRSS: %zu kB", &kib) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return kib * 1024;
+}
+
+/* Inserts KEYS_MEMORY keys into `t`, each admitted `admissions` times under `q`; prints a line. */
+static void memory_line(mg_throttle_t *t, const char *what, mg_quota_t q, uint32_t admissions, char prefix)
+{
+    char key[24];
+    size_t heap = heap_bytes(), rss = rss_bytes();
+    uint64_t now = mg_throttle_now();
+    for (uint32_t k = 0; k < KEYS_MEMORY; k++) {
+        int len = snprintf(key, sizeof(key), "%c%ctenant-%06u", prefix, 0, k);
+        for (uint32_t i = 0; i < admissions; i++)
+            mg_throttle_acquire(t, key, (size_t)len, q, 1, MG_THROTTLE_NO_CEILING, now, NULL);
+    }
+    usleep(200000); /* liburcu resizes the buckets in its own thread */
+    printf("| %s | %u | %u | %.0f | %.0f |\n", what, q.requests, admissions, (double)(heap_bytes() - heap) / KEYS_MEMORY,
+           (double)(rss_bytes() - rss) / KEYS_MEMORY);
+}
+
+static void memory_per_key(void)
+{
+    mg_throttle_t *t = mg_throttle_new();
+    printf("Memory per key, %d keys of 16 bytes each (table entry, limiter, buckets):\n\n", KEYS_MEMORY);
+    printf("| key | N | admissions | heap bytes | RSS bytes |\n| --- | ---: | ---: | ---: | ---: |\n");
+    memory_line(t, "made up, one request", (mg_quota_t){8000, UINT64_C(3600) * 1000000}, 1, 't');
+    memory_line(t, "full ring", (mg_quota_t){100, UINT64_C(3600) * 1000000}, 100, 'u');
+    mg_throttle_free(t);
+    printf("\n");
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -258,6 +317,7 @@ int main(int argc, char **argv)
     } loads[] = {{"admit", {100, 1}}, {"reject", {100, UINT64_C(3600) * 1000000}}};
     static const uint32_t key_counts[] = {1, MANY_KEYS};
     static const int thread_counts[] = {1, 2, 4, 8};
+    memory_per_key();
     printf("%zu decisions per thread per run, median of %d runs; each cell: ns of CPU per decision (all threads' decisions "
            "in millions per second of wall time)\n\n",
            ops, rounds);

@@ -70,6 +70,20 @@ Test(tenants, defaults_allow_and_no_quota)
     cr_expect_null(mg_tenants_quota(&conf->tenants, mg_str("other", 5)));
     cr_expect_eq(mg_tenants_quota(&conf->tenants, mg_str("acme", 4))->requests, 5);
     cr_expect_eq(conf->limits.max_requests_per_connection_per_second, 10000);
+    cr_expect_eq(conf->tenants.max_keys, 1000000, "tenants.max_keys defaults to 1,000,000");
+}
+
+Test(tenants, max_keys_is_read_and_defaults_without_a_tenants_section)
+{
+    load(TENANTS("  identify: [{header: X-Tenant}]\n  max_keys: 5\n"));
+    cr_expect_eq(conf->tenants.max_keys, 5);
+    mg_config_free(conf);
+    load(TENANTS("  identify: [{header: X-Tenant}]\n  max_keys: 1000000000\n"));
+    cr_expect_eq(conf->tenants.max_keys, 1000000000);
+    mg_config_free(conf);
+    /* route quota keys are bounded too: the ceiling holds without a tenants section */
+    load(BASE);
+    cr_expect_eq(conf->tenants.max_keys, 1000000);
 }
 
 Test(tenants, many_quotas_are_all_found)
@@ -124,6 +138,18 @@ static const bad_tenants_t bad[] = {
     {TENANTS("  identify: [{header: T}]\n  quotas: {'': {requests: 1, per: 1s}}\n"),
      "gw.yaml:3:12: a tenant name has 1 to 128 bytes"},
     {TENANTS("  identify: [{header: T}]\n  quotas: [a]\n"), "gw.yaml:3:11: expected a mapping, got a sequence"},
+    {TENANTS("  identify: [{header: T}]\n  max_keys: 0\n"), "gw.yaml:3:13: expected an integer between 1 and 1000000000, got '0'"},
+    {TENANTS("  identify: [{header: T}]\n  max_keys: -5\n"),
+     "gw.yaml:3:13: expected an integer between 1 and 1000000000, got '-5'"},
+    {TENANTS("  identify: [{header: T}]\n  max_keys: 1000000001\n"),
+     "gw.yaml:3:13: expected an integer between 1 and 1000000000, got '1000000001'"},
+    {TENANTS("  identify: [{header: T}]\n  max_keys: 1e6\n"),
+     "gw.yaml:3:13: expected an integer between 1 and 1000000000, got '1e6'"},
+    {TENANTS("  identify: [{header: T}]\n  max_keys: many\n"),
+     "gw.yaml:3:13: expected an integer between 1 and 1000000000, got 'many'"},
+    {TENANTS("  identify: [{header: T}]\n  max_keys: [5]\n"),
+     "gw.yaml:3:13: expected an integer between 1 and 1000000000, got a sequence"},
+    {TENANTS("  identify: [{header: T}]\n  max_key: 5\n"), "gw.yaml:3:3: unknown key 'max_key' (did you mean 'max_keys'?)"},
     {"limits: {max_requests_per_connection_per_second: -1}\n" BASE,
      "gw.yaml:1:50: expected an integer between 0 and 10000000, got '-1'"},
 };

@@ -260,6 +260,36 @@ Test(template, captures_shadow_builtins)
     cr_expect_str_eq(expand_in(&ctx, "\"${tenant}\"", MG_TARGET_HEADER), "acme", "unbound: the builtin");
 }
 
+/* What a value can vary with: the throttle's key ceiling exempts keys that only vary with a
+ * (listed) tenant. */
+Test(template, varies_tells_literal_tenant_and_request_parts)
+{
+    static const char *const none[] = {NULL};
+    static const struct {
+        const char *scalar;
+        const char *const *names;
+        unsigned varies;
+    } cases[] = {
+        {"all", none, 0},
+        {"\"a$${tenant}b\"", none, 0},
+        {"\"${tenant}\"", none, MG_TEMPLATE_TENANT},
+        {"\"t-${tenant}-x\"", none, MG_TEMPLATE_TENANT},
+        /* a capture named tenant comes from the request, not from identification */
+        {"\"${tenant}\"", captures, MG_TEMPLATE_REQUEST},
+        {"\"${header.X-User}\"", none, MG_TEMPLATE_REQUEST},
+        {"\"${tenant}/${query.u}\"", none, MG_TEMPLATE_TENANT | MG_TEMPLATE_REQUEST},
+        {"\"${host}\"", none, MG_TEMPLATE_REQUEST},
+        {"\"${method}\"", none, MG_TEMPLATE_REQUEST},
+        {"\"${user}\"", captures, MG_TEMPLATE_REQUEST},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        mg_template_t *t = compile_with(cases[i].scalar, MG_TARGET_HEADER, cases[i].names);
+        cr_assert_not_null(t, "%s", cases[i].scalar);
+        cr_expect_eq(mg_template_varies(t), cases[i].varies, "%s", cases[i].scalar);
+        mg_template_free(t);
+    }
+}
+
 /* ---------------------------------------------------------------------------------------
  * Encoding per target
  */

@@ -50,10 +50,11 @@ static inline uint32_t model_window(const model_t *m, uint64_t now, uint64_t *ol
     return n;
 }
 
+/* At the ring's time: a `now` before the newest admission counts as the newest. */
 static inline uint32_t model_used(const model_t *m, uint64_t now)
 {
-    uint64_t oldest;
-    return model_window(m, now, &oldest);
+    uint64_t oldest, newest = m->len > 0 ? m->at[m->len - 1] : 0;
+    return model_window(m, now > newest ? now : newest, &oldest);
 }
 
 static inline int model_acquire(model_t *m, uint64_t now, mg_decision_t *d)
@@ -81,12 +82,13 @@ static inline int model_acquire(model_t *m, uint64_t now, mg_decision_t *d)
     return 1;
 }
 
-/* A quota change: the newest min(admitted, N, N') admissions are kept. */
+/* A quota change: the admissions of the last window (within P of the newest) are kept, the
+ * newest N' of them when there are more. */
 static inline void model_requota(model_t *m, mg_quota_t quota)
 {
-    size_t keep = m->len;
-    if (keep > m->quota.requests)
-        keep = m->quota.requests;
+    size_t keep = 0;
+    while (keep < m->len && m->at[m->len - 1 - keep] + m->quota.per_us > m->at[m->len - 1])
+        keep++;
     if (keep > quota.requests)
         keep = quota.requests;
     memmove(m->at, m->at + (m->len - keep), keep * sizeof(*m->at));

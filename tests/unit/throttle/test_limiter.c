@@ -161,9 +161,10 @@ Test(limiter, a_million_requests_per_window, .timeout = 60)
 static size_t resident_pages(const mg_limiter_t *l)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE), size = mg_limiter_size(mg_limiter_quota(l));
-    size_t pages = (size + page - 1) / page, resident = 0;
+    uintptr_t base = (uintptr_t)l & ~(uintptr_t)(page - 1); /* the header sits 8 bytes in */
+    size_t pages = ((uintptr_t)l + size - base + page - 1) / page, resident = 0;
     unsigned char *vec = malloc(pages);
-    cr_assert_eq(mincore((void *)l, size, vec), 0, "the ring is not a mapping of its own");
+    cr_assert_eq(mincore((void *)base, pages * page, vec), 0, "the ring is not a mapping of its own");
     for (size_t i = 0; i < pages; i++)
         resident += vec[i] & 1;
     free(vec);
@@ -174,7 +175,7 @@ Test(limiter, a_large_quota_costs_the_memory_its_admissions_use)
 {
     /* 8 MB of slots: a new key must not pay for (or zero) all of them up front */
     mg_limiter_t *l = limiter(MG_QUOTA_MAX_REQUESTS, 1000000);
-    cr_assert_eq(l->mapped, 1);
+    cr_assert(ring_mapped(l->cap));
     for (uint64_t t = 1; t <= 10; t++)
         decide(l, t, 1);
     cr_expect_leq(resident_pages(l), 4);
@@ -182,7 +183,7 @@ Test(limiter, a_large_quota_costs_the_memory_its_admissions_use)
     mg_limiter_free(l);
     /* small rings come from malloc */
     l = limiter(100, 1000000);
-    cr_expect_eq(l->mapped, 0);
+    cr_expect_not(ring_mapped(l->cap));
     mg_limiter_free(l);
 }
 
@@ -223,12 +224,25 @@ Test(limiter, quota_out_of_range_is_refused)
     mg_limiter_free(l);
 }
 
-Test(limiter, header_is_one_cache_line_and_slots_eight_bytes)
+Test(limiter, header_is_56_bytes_and_large_rings_start_on_a_cache_line)
 {
-    mg_limiter_t *l = limiter(7, 10);
-    cr_expect_eq(offsetof(mg_limiter_t, slot), 64);
-    cr_expect_eq(sizeof(l->slot[0]), 8);
-    cr_expect_eq((uintptr_t)l % 64, 0, "the header is cache-line aligned");
+    cr_expect_eq(offsetof(mg_limiter_t, slot), 56);
+    cr_expect_eq(sizeof(((mg_limiter_t *)NULL)->slot[0]), 8);
+    /* from MG__ALIGNED_CAP slots (and for mappings): the header is one line, the slots start
+     * on the next */
+    static const uint32_t caps[] = {MG__ALIGNED_CAP, 100, 9000, MG_QUOTA_MAX_REQUESTS};
+    for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+        mg_limiter_t *l = limiter(caps[i], 10);
+        cr_expect_eq((uintptr_t)l % 64, 8, "%u slots: the header ends at a line", caps[i]);
+        cr_expect_eq((uintptr_t)&l->slot[0] % 64, 0);
+        cr_expect_eq(mg__limiter_bytes(l), 64 + 8 * (size_t)caps[i]);
+        mg_limiter_free(l);
+    }
+    /* below: header and slots together, no padding */
+    mg_limiter_t *l = mg__limiter_new((mg_quota_t){1000, 10}, MG__ALIGNED_CAP - 1);
+    cr_assert_not_null(l);
+    cr_expect_eq(l->cap, MG__ALIGNED_CAP - 1);
+    cr_expect_eq(mg__limiter_bytes(l), 56 + 8 * (MG__ALIGNED_CAP - 1));
     mg_limiter_free(l);
 }
 
@@ -326,14 +340,107 @@ Test(limiter, a_stamped_admission_before_the_freeze_is_kept)
     mg_limiter_free(l);
 }
 
+Test(limiter, a_small_ring_grows_only_when_its_window_needs_it)
+{
+    const mg_quota_t q = {10, 100};
+    mg_limiter_t *l = mg__limiter_new(q, 2);
+    cr_assert_not_null(l);
+    cr_expect_eq(l->cap, 2);
+    cr_expect_eq(mg__limiter_bytes(l), 56 + 2 * 8, "a new key's ring: tens of bytes, not 8 N");
+    /* one request per window, for fifty windows: two slots are always enough */
+    for (uint64_t t = 1000; t < 6000; t += 100)
+        decide(l, t, 1);
+    decide(l, 6000, 1);
+    decide(l, 6050, 1); /* 5900 has left the window: its slot takes 6050 */
+    cr_expect_eq(l->cap, 2);
+    /* a third admission within one window: the ring cannot tell N = 10 from 2, and says so
+     * without deciding anything */
+    mg_decision_t d;
+    memset(&d, 0xa5, sizeof(d));
+    cr_assert_eq(mg__limiter_decide(l, 6060, &d), MG__GROW);
+    cr_expect_eq(d.admitted, (int)0xa5a5a5a5, "nothing decided");
+    cr_expect_eq(mg__limiter_admitted(l), 52);
+    /* the table's answer: freeze, copy into twice the slots, decide there */
+    mg__limiter_freeze(l);
+    mg_limiter_t *c = mg__limiter_copy(l, q, 3);
+    mg_limiter_free(l);
+    cr_assert_not_null(c);
+    cr_expect_eq(c->cap, 4);
+    cr_expect_eq(mg_limiter_used(c, 6060), 2, "6000 and 6050 are kept");
+    cr_expect_eq(mg__limiter_admitted(c), 52);
+    d = decide(c, 6060, 1);
+    cr_expect_eq(d.remaining, 7);
+    decide(c, 6060, 1);
+    cr_assert_eq(mg__limiter_decide(c, 6060, &d), MG__GROW);
+    /* 8, then 10 (N), never more */
+    for (int i = 0; i < 2; i++) {
+        mg__limiter_freeze(c);
+        l = mg__limiter_copy(c, q, 3);
+        mg_limiter_free(c);
+        c = l;
+        while (mg__limiter_decide(c, 6060, &d) == 1)
+            ;
+    }
+    cr_expect_eq(c->cap, 10);
+    cr_expect_eq(mg_limiter_used(c, 6060), 10);
+    d = decide(c, 6060, 0);
+    cr_expect_eq(d.retry_after_us, 40, "exact: the oldest of the window (6000) leaves at 6100");
+    cr_expect_eq(mg__limiter_bytes(c), 64 + 10 * 8);
+    mg_limiter_free(c);
+}
+
+Test(limiter, a_copy_keeps_the_last_window_only)
+{
+    mg_limiter_t *l = limiter(3, 100);
+    decide(l, 100, 1);
+    decide(l, 150, 1);
+    decide(l, 300, 1);
+    mg__limiter_freeze(l);
+    /* P grows to 1000: 100 and 150 had left the window of their quota; they are not
+     * counted again */
+    mg_limiter_t *c = mg__limiter_copy(l, (mg_quota_t){3, 1000}, 2);
+    cr_expect_eq(mg_limiter_used(c, 300), 1);
+    cr_expect_eq(mg__limiter_admitted(c), 3);
+    decide(c, 300, 1);
+    decide(c, 300, 1);
+    mg_decision_t d = decide(c, 300, 0);
+    cr_expect_eq(d.retry_after_us, 1000);
+    cr_expect_eq(c->cap, 3, "the ring had room: no growth");
+    mg_limiter_free(c);
+    mg_limiter_free(l);
+}
+
+/* mg_limiter_acquire as the table decides: a ring too small for the decision (MG__GROW) is
+ * frozen and replaced by its copy, which must have more slots. */
+static int acquire_growing(mg_limiter_t **lp, uint64_t now, mg_decision_t *d, int *growths)
+{
+    int r;
+    while ((r = mg__limiter_decide(*lp, now, d)) == MG__GROW) {
+        mg_limiter_t *old = *lp;
+        mg__limiter_freeze(old);
+        *lp = mg__limiter_copy(old, mg_limiter_quota(old), atomic_load(&old->gen));
+        cr_assert_not_null(*lp);
+        cr_assert_eq((*lp)->cap, old->cap * 2 < old->n ? old->cap * 2 : old->n, "a ring grows to twice its size, at most N");
+        cr_assert_eq(mg__limiter_admitted(*lp), mg__limiter_admitted(old));
+        mg_limiter_free(old);
+        ++*growths;
+    }
+    return r;
+}
+
 /* Random traces against the model: times mostly advance, sometimes jump (idle) or step
- * back; now and then the limiter is frozen and copied to another quota. */
+ * back; now and then the limiter is frozen and copied to another quota. Most traces start
+ * from a ring of 1 to 3 slots that grows as the table grows it; a ring never has more than
+ * twice the slots of the busiest window it held (or its first size). */
 Test(limiter, agrees_with_a_model_on_random_traces)
 {
-    for (unsigned seed = 1; seed <= 40; seed++) {
+    int growths = 0;
+    for (unsigned seed = 1; seed <= 60; seed++) {
         uint64_t rng = seed * 0x9e3779b97f4a7c15u;
-        mg_quota_t q = {1 + (uint32_t)(model_rand(&rng) % 12), 1 + model_rand(&rng) % 400};
-        mg_limiter_t *l = limiter(q.requests, q.per_us);
+        mg_quota_t q = {1 + (uint32_t)(model_rand(&rng) % (seed % 2 ? 12 : 40)), 1 + model_rand(&rng) % 400};
+        uint32_t first = seed % 4 == 0 ? q.requests : 1 + (uint32_t)(model_rand(&rng) % 3), peak = 0;
+        mg_limiter_t *l = mg__limiter_new(q, first);
+        cr_assert_not_null(l);
         model_t m;
         model_init(&m, q);
         uint64_t now = 1 + model_rand(&rng) % 1000;
@@ -352,17 +459,22 @@ Test(limiter, agrees_with_a_model_on_random_traces)
                 mg_limiter_free(l);
                 l = c;
                 model_requota(&m, nq);
+                first = first < nq.requests ? first : nq.requests;
             }
             mg_decision_t got, want;
-            int r1 = mg_limiter_acquire(l, now, &got), r2 = model_acquire(&m, now, &want);
+            int r1 = acquire_growing(&l, now, &got, &growths), r2 = model_acquire(&m, now, &want);
             cr_assert_eq(r1, r2, "seed %u step %d now %llu", seed, step, (unsigned long long)now);
             cr_assert_eq(got.remaining, want.remaining, "seed %u step %d: remaining", seed, step);
             cr_assert_eq(got.reset_us, want.reset_us, "seed %u step %d: reset", seed, step);
             if (r1) {
                 cr_assert_eq(got.at_us, want.at_us, "seed %u step %d: at", seed, step);
+                peak = m.quota.requests - want.remaining > peak ? m.quota.requests - want.remaining : peak;
             } else {
                 cr_assert_eq(got.retry_after_us, want.retry_after_us, "seed %u step %d: retry", seed, step);
             }
+            cr_assert_leq(l->cap, m.quota.requests);
+            cr_assert_leq(l->cap, first > 2 * peak ? first : 2 * peak, "seed %u step %d: %u slots, busiest window %u", seed, step,
+                          l->cap, peak);
             uint64_t later = now + model_rand(&rng) % (2 * m.quota.per_us);
             cr_assert_eq(mg_limiter_used(l, later), model_used(&m, later), "seed %u step %d: used", seed, step);
         }
@@ -370,4 +482,5 @@ Test(limiter, agrees_with_a_model_on_random_traces)
         model_free(&m);
         mg_limiter_free(l);
     }
+    cr_expect_gt(growths, 100, "the traces grew rings (%d times)", growths);
 }

@@ -1,5 +1,6 @@
 /*
- * Stress: threads hammer one limiter, then a table, on the real clock (CLOCK_MONOTONIC), for
+ * Stress: threads hammer one limiter, one key of a table (whose ring starts with 2 slots and
+ * grows to N under them), then a table of keys, on the real clock (CLOCK_MONOTONIC), for
  * a bounded time and a bounded number of attempts. Every admission's timestamp is recorded
  * and afterwards EVERY window of length P is checked to hold at most N; every rejection must
  * be justified by N recorded admissions in the window it names (so the limiter does not
@@ -72,14 +73,16 @@ static size_t count_between(const uint64_t *at, size_t count, uint64_t from, uin
 typedef struct hammer {
     pthread_t thread;
     pthread_barrier_t *start;
-    mg_limiter_t *l;
+    mg_limiter_t *l;  /* the limiter hammered, or */
+    mg_throttle_t *t; /* the table whose key "hot" is */
+    mg_quota_t quota;
     uint64_t per, until;
     size_t attempts, max_attempts;
     uint64_t *at; /* admissions */
     size_t n, cap;
     uint64_t *oldest; /* the window's oldest admission, as each rejection names it */
     size_t rejected;
-    int early, no_wait, overflow;
+    int early, no_wait, overflow, errors;
 } hammer_t;
 
 static void *hammer_run(void *arg)
@@ -91,7 +94,10 @@ static void *hammer_run(void *arg)
         uint64_t now = mg_throttle_now();
         if (now >= h->until)
             break;
-        if (mg_limiter_acquire(h->l, now, &d)) {
+        int r = h->l != NULL ? mg_limiter_acquire(h->l, now, &d)
+                             : mg_throttle_acquire(h->t, "hot", 3, h->quota, 1, MG_THROTTLE_NO_CEILING, now, &d);
+        h->errors += r != 0 && r != 1;
+        if (r == 1) {
             h->early += d.at_us < now;
             if (h->n < h->cap)
                 h->at[h->n++] = d.at_us;
@@ -106,15 +112,17 @@ static void *hammer_run(void *arg)
     return NULL;
 }
 
-/* Runs THREADS hammers on `l` until `until` or `attempts` each; returns all admissions. */
-static uint64_t *hammer_all(mg_limiter_t *l, hammer_t *h, uint64_t until, size_t attempts, size_t *total)
+/* Runs THREADS hammers on `l` (or key "hot" of `t` under `q`) until `until` or `attempts`
+ * each; returns all admissions. */
+static uint64_t *hammer_all(mg_limiter_t *l, mg_throttle_t *t, mg_quota_t q, hammer_t *h, uint64_t until, size_t attempts,
+                            size_t *total)
 {
-    mg_quota_t q = mg_limiter_quota(l);
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, THREADS);
     size_t cap = (size_t)q.requests * (run_us / q.per_us + 2);
     for (int i = 0; i < THREADS; i++) {
-        h[i] = (hammer_t){.start = &start, .l = l, .per = q.per_us, .until = until, .max_attempts = attempts, .cap = cap};
+        h[i] = (hammer_t){
+            .start = &start, .l = l, .t = t, .quota = q, .per = q.per_us, .until = until, .max_attempts = attempts, .cap = cap};
         h[i].at = malloc(cap * sizeof(uint64_t));
         h[i].oldest = malloc(MAX_REJECTIONS * sizeof(uint64_t));
         cr_assert(h[i].at != NULL && h[i].oldest != NULL);
@@ -130,6 +138,7 @@ static uint64_t *hammer_all(mg_limiter_t *l, hammer_t *h, uint64_t until, size_t
         memcpy(all + *total, h[i].at, h[i].n * sizeof(uint64_t));
         *total += h[i].n;
         cr_assert_eq(h[i].overflow, 0, "more admissions than %zu windows allow", cap);
+        cr_assert_eq(h[i].errors, 0, "a decision failed");
         cr_assert_eq(h[i].early, 0, "an admission recorded before its caller's now");
         cr_assert_eq(h[i].no_wait, 0, "a rejection with no Retry-After");
     }
@@ -145,40 +154,64 @@ static void hammer_free(hammer_t *h)
     }
 }
 
-Test(stress, one_limiter_under_threads_is_exact_in_every_window, .timeout = 60)
+/* Hammers `l` (or key "hot" of `t`), checks every window and every rejection; then, after an
+ * idle window (and, for the table, the key's eviction: a fresh ring of 2 slots), the threads
+ * together must get exactly N at once. */
+static void hammer_and_check(mg_limiter_t *l, mg_throttle_t *t, mg_quota_t q, const char *what)
 {
-    const mg_quota_t q = {64, 2000};
-    mg_limiter_t *l = mg_limiter_new(q);
-    cr_assert(l != NULL);
     hammer_t h[THREADS];
     size_t total, attempts = 0, rejections = 0;
-    uint64_t *all = hammer_all(l, h, mg_throttle_now() + run_us, MAX_ATTEMPTS, &total);
-    check_windows(all, total, q.requests, q.per_us, "limiter");
+    uint64_t *all = hammer_all(l, t, q, h, mg_throttle_now() + run_us, MAX_ATTEMPTS, &total);
+    check_windows(all, total, q.requests, q.per_us, what);
     for (int i = 0; i < THREADS; i++) {
         attempts += h[i].attempts;
         for (size_t j = 0; j < h[i].rejected; j++, rejections++) {
             size_t in = count_between(all, total, h[i].oldest[j], h[i].oldest[j] + q.per_us);
-            cr_assert(in >= q.requests, "a rejection named a window from %llu holding %zu admissions, not %u",
+            cr_assert(in >= q.requests, "%s: a rejection named a window from %llu holding %zu admissions, not %u", what,
                       (unsigned long long)h[i].oldest[j], in, q.requests);
         }
     }
-    cr_assert(total >= q.requests, "only %zu admitted", total);
-    cr_log_info("limiter: %zu attempts, %zu admitted, %zu rejections checked", attempts, total, rejections);
+    cr_assert(total >= q.requests, "%s: only %zu admitted", what, total);
+    cr_log_info("%s: %zu attempts, %zu admitted, %zu rejections checked", what, attempts, total, rejections);
     uint64_t last = all[total - 1];
     free(all);
     hammer_free(h);
 
     /* idle for one window: all threads together get exactly the full N at once */
     wait_until(last + q.per_us);
+    if (t != NULL)
+        cr_assert_eq(mg_throttle_evict(t, mg_throttle_now()), 1, "%s: the idle key was not evicted", what);
     uint64_t burst = mg_throttle_now();
-    all = hammer_all(l, h, UINT64_MAX, q.requests / THREADS, &total);
-    cr_assert_eq(total, q.requests, "after an idle window %zu of %u were admitted", total, q.requests);
+    all = hammer_all(l, t, q, h, UINT64_MAX, q.requests / THREADS, &total);
+    cr_assert_eq(total, q.requests, "%s: after an idle window %zu of %u were admitted", what, total, q.requests);
     mg_decision_t d;
-    if (mg_limiter_acquire(l, mg_throttle_now(), &d) == 1)
-        cr_assert(d.at_us >= burst + q.per_us, "N + 1 admitted within one window");
+    int r = l != NULL ? mg_limiter_acquire(l, mg_throttle_now(), &d)
+                      : mg_throttle_acquire(t, "hot", 3, q, 1, MG_THROTTLE_NO_CEILING, mg_throttle_now(), &d);
+    if (r == 1)
+        cr_assert(d.at_us >= burst + q.per_us, "%s: N + 1 admitted within one window", what);
     free(all);
     hammer_free(h);
+}
+
+Test(stress, one_limiter_under_threads_is_exact_in_every_window, .timeout = 60)
+{
+    const mg_quota_t q = {64, 2000};
+    mg_limiter_t *l = mg_limiter_new(q);
+    cr_assert(l != NULL);
+    hammer_and_check(l, NULL, q, "limiter");
     mg_limiter_free(l);
+}
+
+/* The key's ring starts with 2 slots and grows (4, 8, ... 64) while every thread decides on
+ * it: each growth freezes the ring, and threads copy it, race to install their copy and
+ * decide again on the winner's. */
+Test(stress, one_key_growing_under_threads_is_exact_in_every_window, .timeout = 60)
+{
+    const mg_quota_t q = {64, 2000};
+    mg_throttle_t *t = mg_throttle_new();
+    cr_assert(t != NULL);
+    hammer_and_check(NULL, t, q, "growing key");
+    mg_throttle_free(t);
 }
 
 /* ---- a table: keys decided, evicted and moved between quotas at once ---- */
@@ -238,7 +271,7 @@ static void *tenant_worker_run(void *arg)
         uint32_t k = (uint32_t)(w->rng >> 33) % KEYS;
         key_name(key, k);
         mg_decision_t d;
-        int r = mg_throttle_acquire(w->s->t, key, sizeof(key), quota_of_gen(gen), gen, now, &d);
+        int r = mg_throttle_acquire(w->s->t, key, sizeof(key), quota_of_gen(gen), gen, MG_THROTTLE_NO_CEILING, now, &d);
         w->errors += r < 0;
         if (r == 1) {
             w->early += d.at_us < now;
@@ -335,8 +368,8 @@ Test(stress, a_table_under_threads_with_evictions_and_quota_changes_is_exact, .t
     for (uint32_t k = 0; k < KEYS; k++) {
         key_name(key, k);
         for (int i = 0; i < 8; i++)
-            cr_assert_eq(mg_throttle_acquire(s.t, key, sizeof(key), quota_of_gen(gen), gen, now, NULL), 1);
-        cr_assert_eq(mg_throttle_acquire(s.t, key, sizeof(key), quota_of_gen(gen), gen, now, NULL), 0);
+            cr_assert_eq(mg_throttle_acquire(s.t, key, sizeof(key), quota_of_gen(gen), gen, MG_THROTTLE_NO_CEILING, now, NULL), 1);
+        cr_assert_eq(mg_throttle_acquire(s.t, key, sizeof(key), quota_of_gen(gen), gen, MG_THROTTLE_NO_CEILING, now, NULL), 0);
     }
     mg_throttle_free(s.t);
 }

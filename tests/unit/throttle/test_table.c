@@ -3,6 +3,7 @@
  * window, listings, concurrent inserts and evictions, and random traces of several keys
  * against per-key models. Includes table.c to reach entries and limiters. */
 #include <criterion/criterion.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 static void evict_race_point(void);
@@ -30,7 +31,7 @@ static const mg_quota_t q3 = {3, 100};
 static int acquire(const char *key, mg_quota_t quota, uint64_t gen, uint64_t now, mg_decision_t *d)
 {
     mg_decision_t local;
-    return mg_throttle_acquire(table, key, strlen(key), quota, gen, now, d != NULL ? d : &local);
+    return mg_throttle_acquire(table, key, strlen(key), quota, gen, MG_THROTTLE_NO_CEILING, now, d != NULL ? d : &local);
 }
 
 /* Admits `n` and then expects a rejection, all at `now`. */
@@ -89,8 +90,8 @@ Test(table, keys_are_independent)
     fill("b", (mg_quota_t){1, 100}, 1, 1000, 1);
     fill("ab", q3, 1, 1000, 3);
     /* binary keys and a prefix of another key are keys of their own */
-    cr_expect_eq(mg_throttle_acquire(table, "a\0b", 3, q3, 1, 1000, NULL), 1);
-    cr_expect_eq(mg_throttle_acquire(table, "", 0, q3, 1, 1000, NULL), 1);
+    cr_expect_eq(mg_throttle_acquire(table, "a\0b", 3, q3, 1, MG_THROTTLE_NO_CEILING, 1000, NULL), 1);
+    cr_expect_eq(mg_throttle_acquire(table, "", 0, q3, 1, MG_THROTTLE_NO_CEILING, 1000, NULL), 1);
     cr_expect_eq(mg_throttle_count(table), 5);
     listing_t l = {0};
     mg_throttle_foreach(table, 1000, collect, &l);
@@ -108,7 +109,7 @@ Test(table, quota_out_of_range_is_an_error_not_an_admission)
     cr_expect_eq(mg_throttle_count(table), 0);
     char big[4096];
     memset(big, 'k', sizeof(big));
-    cr_expect_eq(mg_throttle_acquire(table, big, sizeof(big), q3, 1, 1000, NULL), 1, "a long key is a key");
+    cr_expect_eq(mg_throttle_acquire(table, big, sizeof(big), q3, 1, MG_THROTTLE_NO_CEILING, 1000, NULL), 1, "a long key is a key");
 }
 
 Test(table, a_newer_quota_that_grows_keeps_the_history)
@@ -214,7 +215,7 @@ static uint64_t race_now;
 static void evict_race_point(void)
 {
     if (race_armed && race_armed--)
-        cr_assert_eq(mg_throttle_acquire(table, "k", 1, (mg_quota_t){1, 100}, 1, race_now, NULL), 1);
+        cr_assert_eq(mg_throttle_acquire(table, "k", 1, (mg_quota_t){1, 100}, 1, MG_THROTTLE_NO_CEILING, race_now, NULL), 1);
 }
 
 Test(table, an_admission_racing_an_eviction_keeps_the_key)
@@ -277,6 +278,161 @@ Test(table, a_key_whose_limiter_is_frozen_by_a_stalled_thread_goes_on)
     cr_expect_eq(ls.stat[0].rejected, 3);
 }
 
+/* The limiter of `key` (the table is not changing). */
+static mg_limiter_t *limiter_of(const char *key)
+{
+    lookup_key_t k = {key, strlen(key)};
+    struct cds_lfht_iter iter;
+    rcu_read_lock();
+    cds_lfht_lookup(table->ht, key_hash(table, k.key, k.len), entry_match, &k, &iter);
+    entry_t *e = iter_entry(&iter);
+    READ_UNLOCK();
+    cr_assert_not_null(e, "%s is not in the table", key);
+    return entry_limiter(atomic_load(&e->limiter));
+}
+
+Test(table, a_key_starts_with_a_small_ring_and_grows_with_its_admissions)
+{
+    const mg_quota_t q = {8000, UINT64_C(3600) * 1000000};
+    cr_assert_eq(acquire("one", q, 1, 1000, NULL), 1);
+    cr_expect_eq(limiter_of("one")->cap, INITIAL_CAP);
+    cr_expect_eq(mg__limiter_bytes(limiter_of("one")), 72);
+    /* 100 admissions in the window: the ring doubled as far as they needed, 128 slots */
+    for (int i = 0; i < 100; i++)
+        cr_assert_eq(acquire("busy", q, 1, 1000 + (uint64_t)i, NULL), 1);
+    cr_expect_eq(limiter_of("busy")->cap, 128);
+    listing_t l = {0};
+    mg_throttle_foreach(table, 2000, collect, &l);
+    cr_expect_eq(listed(&l, "busy")->used, 100);
+    cr_expect_eq(listed(&l, "busy")->admitted, 100, "growth neither loses nor repeats an admission");
+    /* and to N exactly: N admitted in one window, then Retry-After from the oldest */
+    const mg_quota_t q5 = {5, 100};
+    fill("five", q5, 1, 10, 5);
+    cr_expect_eq(limiter_of("five")->cap, 5);
+    mg_decision_t d;
+    cr_assert_eq(acquire("five", q5, 1, 60, &d), 0);
+    cr_expect_eq(d.retry_after_us, 50);
+}
+
+/* Heap bytes in use (glibc), small chunks and mapped ones. */
+static size_t heap_used(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+Test(table, a_key_that_made_one_request_costs_bytes_not_its_quota)
+{
+    /* the issue's case: invented tenant names under default_quota {8000 per hour}, one request
+     * each; on a ring of N slots each would hold 64 KB */
+    enum { NKEYS = 4096 };
+    const mg_quota_t q = {8000, UINT64_C(3600) * 1000000};
+    char key[32];
+    cr_assert_eq(acquire("warm", q, 1, 1000, NULL), 1);
+    size_t before = heap_used();
+    for (int i = 0; i < NKEYS; i++) {
+        int len = snprintf(key, sizeof(key), "t%ctenant-%06d", 0, i);
+        cr_assert_eq(mg_throttle_acquire(table, key, (size_t)len, q, 1, MG_THROTTLE_NO_CEILING, 1000, NULL), 1);
+    }
+    size_t after = heap_used(), per_key = after > before ? (after - before) / NKEYS : 0;
+    cr_log_info("%zu heap bytes per key (table entry, limiter, buckets)", per_key);
+    cr_expect_leq(per_key, 400, "a key that made one request costs %zu bytes", per_key);
+    cr_expect_eq(mg_throttle_count(table), NKEYS + 1);
+}
+
+/* Keys a decision may insert past the ceiling: none. */
+Test(table, a_full_table_refuses_new_keys_and_decides_the_keys_it_has)
+{
+    const mg_quota_t q = {2, 1000}, q_long = {2, 5000};
+    mg_decision_t d;
+    cr_assert_eq(mg_throttle_acquire(table, "a", 1, q, 1, 3, 100, NULL), 1);
+    cr_assert_eq(mg_throttle_acquire(table, "b", 1, q_long, 1, 3, 200, NULL), 1);
+    cr_assert_eq(mg_throttle_acquire(table, "c", 1, q, 1, 3, 300, NULL), 1);
+    memset(&d, 0xa5, sizeof(d));
+    cr_assert_eq(mg_throttle_acquire(table, "d", 1, q, 1, 3, 300, &d), MG_THROTTLE_FULL);
+    cr_expect(d.admitted == 0 && d.limit == 2 && d.remaining == 0 && d.at_us == 0);
+    cr_expect_eq(d.retry_after_us, 1, "no eviction pass yet: nothing known, the least wait");
+    cr_expect_eq(d.reset_us, d.retry_after_us);
+    cr_expect_eq(mg_throttle_count(table), 3, "a refused key takes no place");
+    /* the keys in the table are decided as usual, under any ceiling */
+    cr_expect_eq(mg_throttle_acquire(table, "a", 1, q, 1, 3, 300, NULL), 1);
+    cr_expect_eq(mg_throttle_acquire(table, "a", 1, q, 1, 1, 300, NULL), 0);
+    /* a key the caller exempts enters past it */
+    cr_expect_eq(mg_throttle_acquire(table, "listed", 6, q, 1, MG_THROTTLE_NO_CEILING, 300, NULL), 1);
+    cr_expect_eq(mg_throttle_count(table), 4);
+    cr_expect_eq(mg_throttle_acquire(table, "d", 1, q, 1, 4, 300, NULL), MG_THROTTLE_FULL);
+    /* an eviction pass that frees nothing learns when the first window ends: "a" at 1300 */
+    cr_expect_eq(mg_throttle_evict(table, 400), 0);
+    cr_assert_eq(mg_throttle_acquire(table, "d", 1, q, 1, 3, 500, &d), MG_THROTTLE_FULL);
+    cr_expect_eq(d.retry_after_us, 800);
+    /* a larger ceiling lets it in */
+    cr_expect_eq(mg_throttle_acquire(table, "d", 1, q, 1, 5, 500, NULL), 1);
+    /* expired keys leave and make room again ("b" and "d" are still in their windows) */
+    cr_expect_eq(mg_throttle_evict(table, 1300), 3);
+    cr_expect_eq(mg_throttle_count(table), 2);
+    cr_expect_eq(mg_throttle_acquire(table, "e", 1, q, 1, 3, 1300, NULL), 1);
+    cr_expect_eq(mg_throttle_acquire(table, "f", 1, q, 1, 3, 1300, &d), MG_THROTTLE_FULL);
+    cr_expect_eq(d.retry_after_us, 1500 - 1300, "d's window ends at 1500");
+    cr_expect_eq(mg_throttle_evict(table, 6000), 3);
+    cr_expect_eq(mg_throttle_count(table), 0, "the table shrinks back");
+}
+
+/* Threads insert distinct keys against one ceiling: exactly that many get in. */
+enum { CEILING = 100, CEILING_THREADS = 4, CEILING_KEYS = 400 };
+
+typedef struct ceiling_worker {
+    pthread_t thread;
+    pthread_barrier_t *start;
+    int id, in, full, errors;
+} ceiling_worker_t;
+
+static void *ceiling_run(void *arg)
+{
+    ceiling_worker_t *w = arg;
+    char key[24];
+    pthread_barrier_wait(w->start);
+    for (int i = 0; i < CEILING_KEYS; i++) {
+        /* half the keys are shared with the next thread: inserts race on one key too */
+        int len = snprintf(key, sizeof(key), "k%d-%d", i % 2 ? w->id : (w->id + 1) % CEILING_THREADS, i);
+        int r = mg_throttle_acquire(table, key, (size_t)len, (mg_quota_t){1000, 1000}, 1, CEILING, 1000, NULL);
+        w->in += r == 1;
+        w->full += r == MG_THROTTLE_FULL;
+        w->errors += r != 1 && r != MG_THROTTLE_FULL;
+    }
+    return NULL;
+}
+
+Test(table, concurrent_inserts_never_pass_the_ceiling, .timeout = 60)
+{
+    pthread_barrier_t start;
+    ceiling_worker_t w[CEILING_THREADS];
+    pthread_barrier_init(&start, NULL, CEILING_THREADS);
+    for (int i = 0; i < CEILING_THREADS; i++) {
+        w[i] = (ceiling_worker_t){.start = &start, .id = i};
+        pthread_create(&w[i].thread, NULL, ceiling_run, &w[i]);
+    }
+    int in = 0;
+    for (int i = 0; i < CEILING_THREADS; i++) {
+        pthread_join(w[i].thread, NULL);
+        cr_assert_eq(w[i].errors, 0);
+        cr_assert_eq(w[i].in + w[i].full, CEILING_KEYS);
+        in += w[i].in;
+    }
+    pthread_barrier_destroy(&start);
+    cr_expect_eq(mg_throttle_count(table), CEILING);
+    size_t keys = 0;
+    struct cds_lfht_iter iter;
+    entry_t *e;
+    rcu_read_lock();
+    FOR_EACH_ENTRY(table, &iter, e)
+    {
+        keys++;
+    }
+    READ_UNLOCK();
+    cr_expect_eq(keys, CEILING, "%zu keys in the table", keys);
+    cr_expect_geq(in, CEILING, "every key that got in was admitted (twice when shared): %d", in);
+}
+
 /* Several threads decide on shared keys while another evicts, all at instants the test
  * sets, then every key must have been admitted exactly N times per instant. */
 enum { KEYS = 48, THREADS = 4, ROUNDS = 3 };
@@ -300,7 +456,7 @@ static void *worker_run(void *arg)
         for (int i = 0; i < KEYS; i++) {
             int k = (i * 7 + w->seed * 13 + round) % KEYS;
             int len = snprintf(key, sizeof(key), "tenant-%d", k);
-            int r = mg_throttle_acquire(table, key, (size_t)len, qc, 1, w->now, NULL);
+            int r = mg_throttle_acquire(table, key, (size_t)len, qc, 1, MG_THROTTLE_NO_CEILING, w->now, NULL);
             if (r < 0)
                 w->errors++;
             else
@@ -380,7 +536,7 @@ Test(table, concurrent_inserts_and_evictions_lose_nothing, .timeout = 60)
 static void *reject_run(void *arg)
 {
     for (int i = 0; i < 20000; i++)
-        if (mg_throttle_acquire(table, "flood", 5, (mg_quota_t){1, 1000}, 1, 1000, NULL) != 0)
+        if (mg_throttle_acquire(table, "flood", 5, (mg_quota_t){1, 1000}, 1, MG_THROTTLE_NO_CEILING, 1000, NULL) != 0)
             (*(int *)arg)++;
     return NULL;
 }
@@ -473,7 +629,7 @@ Test(table, agrees_with_per_key_models_on_random_traces, .timeout = 60)
             snprintf(key, sizeof(key), "k%d", k);
             mg_decision_t got, want;
             key_model_decide(&km[k], q, g, now, &want, &want_r);
-            int got_r = mg_throttle_acquire(table, key, 2, q, g, now, &got);
+            int got_r = mg_throttle_acquire(table, key, 2, q, g, MG_THROTTLE_NO_CEILING, now, &got);
             cr_assert_eq(got_r, want_r, "seed %u step %d key %d now %llu", seed, step, k, (unsigned long long)now);
             cr_assert_eq(got.limit, want.limit, "seed %u step %d: limit", seed, step);
             cr_assert_eq(got.remaining, want.remaining, "seed %u step %d: remaining", seed, step);
