@@ -165,7 +165,16 @@ int mg_limits_check_routes(mg_request_t *r, const mg_ctx_t *ctx)
     while (depth-- > 0) {
         const mg_route_t *route = path[depth];
         mg_str_t key;
-        if (route->quota.limit.requests == 0 || route_key(route, ctx, &key) != 0 || key.len == 0)
+        int err;
+        if (route->quota.limit.requests == 0)
+            continue;
+        /* a key that cannot be made is refused, not left uncounted: that would be a way around
+         * the quota */
+        if ((err = route_key(route, ctx, &key)) != 0) {
+            mg_request_send_error(r, 400, "bad-request", mg_template_strerror(err));
+            return -1;
+        }
+        if (key.len == 0)
             continue;
         h2o_iovec_t k = make_key(&r->req->pool, "r", mg_str(route->name, strlen(route->name)), key);
         if (decide(r, k, route->quota.limit, route_key_bounded(route, ctx, &r->conf->tenants), "route quota exceeded") != 0)

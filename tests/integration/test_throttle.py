@@ -205,6 +205,21 @@ def test_route_quota_after_tenant_quota(start_gateway, backend):
     assert [get(gw, "/tenant", t)[0] for t in ("acme", "acme", "globex")] == [200, 429, 200]
 
 
+def test_route_quota_key_that_cannot_be_made_is_refused_not_uncounted(start_gateway, backend):
+    """A key whose value holds a control character cannot be made: the request is refused (400)
+    and never forwarded, rather than let through uncounted (a way around the quota)."""
+    routes = [{"name": "search", "match": {"path": {"prefix": "/search"}},
+               "quota": {"requests": 1, "per": "30s", "key": "${query.u}"}, "forward": "b"}]
+    gw = start(start_gateway, backend, tenants_section(quotas={"acme": {"requests": 100, "per": "30s"}}), routes=routes)
+    before = len(backend.requests)
+    for bad in ("%0b", "a%1bb", "%7f", "%0d%0a"):
+        status, headers, body = get(gw, f"/search?u={bad}", "acme")
+        assert status == 400 and headers["X-Matchgate-Error"] == "bad-request", (bad, status, body)
+    assert len(backend.requests) == before
+    # a good key is still counted
+    assert [get(gw, "/search?u=ann", "acme")[0] for _ in range(2)] == [200, 429]
+
+
 def hammer_one_connection(gw, limit=20):
     """Requests on one HTTP/1.1 connection until a 429 (at most `limit`): [(status, error, Connection)]."""
     conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=5)
