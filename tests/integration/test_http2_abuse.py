@@ -2,6 +2,8 @@
 the gateway bounds what one connection can cost and closes it past the bound, and the other
 clients keep being served. Frames are built by hand (h2client.RawH2)."""
 
+import threading
+
 import pytest
 
 from h2client import CONTINUATION, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, RawH2, frame
@@ -10,6 +12,8 @@ from test_http2_tls import make_cert
 
 API = {"name": "api", "match": {"path": {"prefix": "/api"}}, "forward": "b"}
 MAX_CONTINUATION_FRAMES = 32  # deps/h2o/patches/0001-http2-bound-continuation-frames.patch
+MAX_HEADER_LIST = 8192 + 4096 * 100  # per header block, 0002-http2-bound-decoded-header-list.patch
+MAX_HEADER_LIST_PER_CONN = 1 << 20  # the open streams of one connection, together
 
 
 @pytest.fixture(params=["h2c", "tls"])
@@ -71,3 +75,78 @@ def test_continuation_flood_is_closed_at_the_bound(start_h2, backend, payload):
     c.close()
     assert served(gw, tls)
     assert backend.received("/api/flood") == []
+
+
+def send_block(c, stream, block, flags=END_STREAM, size=16384):
+    """A header block as HEADERS then CONTINUATION frames of `size` bytes at most."""
+    parts = [block[i:i + size] for i in range(0, len(block), size)] or [b""]
+    data = b"".join(frame(CONTINUATION if i else HEADERS, (END_HEADERS if i == len(parts) - 1 else 0) | (flags if i == 0 else 0),
+                          stream, p) for i, p in enumerate(parts))
+    return c.send(data)
+
+
+def bomb_block(c, path, entry=4000, size=400_000):
+    """A request whose header block is one 4 KB literal added to the HPACK table, then one-byte
+    references to it up to `size` bytes: ~100 fields of 4 KB per KiB sent (1.6 GB decoded)."""
+    head = c.request_block(path) + c.encoder.encode([(b"x-bomb", b"a" * entry)], huffman=False)
+    # the literal went in at dynamic index 62 (0xbe): the encoder's own entries come after it
+    return head + b"\xbe" * (size - len(head))
+
+
+def peak_rss_kib(gw):
+    with open(f"/proc/{gw.pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+
+
+def test_hpack_bomb_costs_bounded_memory(start_h2, backend):
+    """8 connections at once, each one header block of 400 KB of references to a 4 KB table
+    entry: each is closed with GOAWAY ENHANCE_YOUR_CALM once its decoded list passes the bound,
+    the gateway's peak RSS grows by a few MiB (h2o 2.2.5: 280-380 MiB), nothing reaches the
+    backend, and other clients are served."""
+    gw, tls = start_h2(gateway_config(free_port(), backends={"b": [backend.url]}, routes=[API]))
+    assert served(gw, tls)
+    before = peak_rss_kib(gw)
+    results = [None] * 8
+
+    def bomb(i):
+        c = RawH2(gw.port, tls=tls, timeout=20)
+        # a fresh encoder per connection: the entry lands at index 62 of this connection's table
+        send_block(c, 1, bomb_block(c, b"/api/bomb"))
+        try:
+            results[i] = c.goaway(20)
+        except TimeoutError:
+            results[i] = "open"
+        c.close()
+
+    threads = [threading.Thread(target=bomb, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+
+    grown_mib = (peak_rss_kib(gw) - before) / 1024
+    print(f"peak RSS grew by {grown_mib:.1f} MiB")
+    assert grown_mib < 24, f"peak RSS grew by {grown_mib:.0f} MiB"
+    assert results == [ENHANCE_YOUR_CALM] * 8
+    assert served(gw, tls)
+    assert backend.received("/api/bomb") == []
+
+
+def test_header_lists_held_by_one_connection_are_bounded(start_h2, backend):
+    """Streams whose responses cannot be sent (the client's flow-control window is 0) keep their
+    header lists: three lists of ~400 KB each pass the connection's 1 MiB, and the third header
+    block ends the connection (GOAWAY ENHANCE_YOUR_CALM). Two pass: each alone is below the
+    per-block bound."""
+    gw, tls = start_h2(gateway_config(free_port(), backends={"b": [backend.url]}, routes=[API]))
+    c = RawH2(gw.port, tls=tls, initial_window_size=0)
+    value = b"v" * 8000
+    fields = [(f"x-h{i}".encode(), value) for i in range((MAX_HEADER_LIST - 2000) // (8000 + 36))]
+    for stream in (1, 3):
+        assert send_block(c, stream, c.request_block(b"/api/big", extra=fields)) or c.closed
+        # matchgate answers 431 (limits.max_header_size); the body waits for a window
+        f = c.until(lambda f: f[0] == HEADERS and f[2] == stream, 10)
+        assert f is not None, "the connection ended before the third header block"
+    send_block(c, 5, c.request_block(b"/api/big", extra=fields))
+    assert c.goaway(10) == ENHANCE_YOUR_CALM
+    c.close()
+    assert served(gw, tls)
