@@ -6,7 +6,9 @@ import threading
 
 import pytest
 
-from h2client import CONTINUATION, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, RawH2, frame
+import hpack
+
+from h2client import CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, RawH2, frame
 from support import free_port, gateway_config, request
 from test_http2_tls import make_cert
 
@@ -35,10 +37,21 @@ def served(gw, tls, path="/api/other"):
     if tls:
         c = RawH2(gw.port, tls=True)
         c.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, c.request_block(path.encode())))
-        f = c.until(lambda f: f[0] == HEADERS and f[2] == 1, 10)
+        res = c.response(1)
         c.close()
-        return f is not None and f[3][:1] == b"\x88"  # :status 200, indexed
+        return res.status == 200
     return request(gw.port, "GET", path)[0] == 200
+
+
+def one_request(gw, tls, block, body=None):
+    """One request on a new connection: its H2Result."""
+    c = RawH2(gw.port, tls=tls)
+    c.send(frame(HEADERS, END_HEADERS | (0 if body is not None else END_STREAM), 1, block))
+    if body is not None:
+        c.send(frame(DATA, END_STREAM, 1, body))
+    res = c.response(1)
+    c.close()
+    return res
 
 
 def test_continuation_frames_up_to_the_bound_make_a_request(start_h2, backend):
@@ -150,3 +163,66 @@ def test_header_lists_held_by_one_connection_are_bounded(start_h2, backend):
     assert c.goaway(10) == ENHANCE_YOUR_CALM
     c.close()
     assert served(gw, tls)
+
+
+BAD_METHODS = [b"GET /admin?", b"GET /admin? /g/52 HTTP/1.1\r\nx:", b"", b"GET\t", b"G(T)", b"GET,POST", b"G\xc3\xa9T",
+               b"GE\"T", b"GET/"]
+
+
+@pytest.mark.parametrize("method", BAD_METHODS, ids=range(len(BAD_METHODS)))
+def test_a_method_that_is_not_a_token_is_refused(start_h2, backend, method):
+    """:method must be a token (RFC 9110 9.1): 'GET /admin?' reached the backend as the request
+    line 'GET /admin? /g/52 HTTP/1.1'. 400 bad-request, nothing reaches the backend, the
+    connection stays usable."""
+    gw, tls = start_h2(gateway_config(free_port(), backends={"b": [backend.url]}, routes=[API]))
+    enc = hpack.Encoder()
+    block = enc.encode([(b":method", method), (b":scheme", b"http"), (b":authority", b"t"), (b":path", b"/api/m")],
+                       huffman=False)
+
+    res = one_request(gw, tls, block)
+
+    assert res.status == 400, res
+    assert res.get("x-matchgate-error") == "bad-request"
+    assert backend.received() == []
+    assert served(gw, tls)
+
+
+def test_a_token_method_is_forwarded_as_sent(start_h2, backend):
+    setattr(backend.RequestHandlerClass, "do_M-SEARCH", backend.RequestHandlerClass._handle)  # any token goes
+    gw, tls = start_h2(gateway_config(free_port(), backends={"b": [backend.url]}, routes=[API]))
+    c = RawH2(gw.port, tls=tls)
+    c.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, c.request_block(b"/api/m", method=b"M-SEARCH")))
+    assert c.response(1).status == 200
+    assert backend.wait_for("/api/m").method == "M-SEARCH"
+
+
+CONNECTION_SPECIFIC = [[(b"keep-alive", b"timeout=5")], [(b"proxy-connection", b"keep-alive")],
+                       [(b"content-length", b"3"), (b"content-length", b"4")]]
+
+
+@pytest.mark.parametrize("fields", CONNECTION_SPECIFIC, ids=["keep-alive", "proxy-connection", "content-length-differs"])
+def test_connection_specific_fields_are_refused(start_h2, backend, fields):
+    """RFC 9113 8.2.2 and 8.1.1: keep-alive and proxy-connection make a request malformed, and so
+    do two content-length values that differ (the body's length is unknown). 400 on the stream
+    (h2o patch 0003), nothing reaches the backend, the connection goes on serving."""
+    gw, tls = start_h2(gateway_config(free_port(), backends={"b": [backend.url]}, routes=[API]))
+    c = RawH2(gw.port, tls=tls)
+    c.send(frame(HEADERS, END_HEADERS, 1, c.request_block(b"/api/cs", method=b"POST", extra=fields)) +
+           frame(DATA, END_STREAM, 1, b"abc"))
+    res = c.response(1)
+    assert res.status == 400, res
+    assert res.get("x-matchgate-error") == "bad-request"
+    c.send(frame(HEADERS, END_HEADERS | END_STREAM, 3, c.request_block(b"/api/after")))
+    assert c.response(3).status == 200
+    c.close()
+    assert [r.path for r in backend.received()] == ["/api/after"]
+
+
+def test_one_content_length_repeated_is_accepted(start_h2, backend):
+    gw, tls = start_h2(gateway_config(free_port(), backends={"b": [backend.url]}, routes=[API]))
+    fields = [(b"content-length", b"3"), (b"content-length", b"3")]
+    c = RawH2(gw.port, tls=tls)
+    c.send(frame(HEADERS, END_HEADERS, 1, c.request_block(b"/api/cl", method=b"POST", extra=fields)) +
+           frame(DATA, END_STREAM, 1, b"abc"))
+    assert c.response(1).status == 200
+    assert backend.wait_for("/api/cl").body == b"abc"
