@@ -3,12 +3,13 @@ the gateway bounds what one connection can cost and closes it past the bound, an
 clients keep being served. Frames are built by hand (h2client.RawH2)."""
 
 import threading
+import time
 
 import pytest
 
 import hpack
 
-from h2client import CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, RawH2, frame
+from h2client import CANCEL, CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, RST_STREAM, RawH2, frame
 from support import free_port, gateway_config, request
 from test_http2_tls import make_cert
 
@@ -16,6 +17,7 @@ API = {"name": "api", "match": {"path": {"prefix": "/api"}}, "forward": "b"}
 MAX_CONTINUATION_FRAMES = 32  # deps/h2o/patches/0001-http2-bound-continuation-frames.patch
 MAX_HEADER_LIST = 8192 + 4096 * 100  # per header block, 0002-http2-bound-decoded-header-list.patch
 MAX_HEADER_LIST_PER_CONN = 1 << 20  # the open streams of one connection, together
+RESET_BUDGET, RESET_REFILL_S = 100, 0.1  # 0004-http2-budget-for-cancelled-streams.patch
 
 
 @pytest.fixture(params=["h2c", "tls"])
@@ -226,3 +228,60 @@ def test_one_content_length_repeated_is_accepted(start_h2, backend):
            frame(DATA, END_STREAM, 1, b"abc"))
     assert c.response(1).status == 200
     assert backend.wait_for("/api/cl").body == b"abc"
+
+
+def late_reset_flood(c, rounds, per_round, gap_s=0.005):
+    """Rounds of `per_round` HEADERS, then their RST_STREAM (CANCEL) `gap_s` later: the requests
+    reach the gateway, which starts them, and the client never reads an answer. Returns the
+    streams sent before the connection was seen closed."""
+    stream, sent = 1, 0
+    for _ in range(rounds):
+        ids = list(range(stream, stream + 2 * per_round, 2))
+        stream += 2 * per_round
+        if not c.send(b"".join(frame(HEADERS, END_HEADERS | END_STREAM, i, c.request_block(b"/api/r/slow?ms=300"))
+                              for i in ids)):
+            break
+        time.sleep(gap_s)
+        if not c.send(b"".join(frame(RST_STREAM, 0, i, CANCEL.to_bytes(4, "big")) for i in ids)):
+            break
+        sent += per_round
+    return sent
+
+
+def test_late_reset_flood_is_cut_by_the_reset_budget(start_h2, backend):
+    """200 rounds of 20 HEADERS and their RST_STREAM 5 ms later (Rapid Reset with a late reset;
+    nginx: ~1,000 requests then GOAWAY; h2o 2.2.5: thousands). The connection gets GOAWAY
+    ENHANCE_YOUR_CALM once it has cancelled RESET_BUDGET streams the gateway was serving, and
+    the backend sees at most the budget, plus the streams served at once
+    (limits.max_http2_streams), plus the budget's refills while the flood lasted."""
+    streams = 20
+    config = gateway_config(free_port(), backends={"b": [backend.url]}, routes=[API],
+                            limits={"max_http2_streams": streams})
+    gw, tls = start_h2(config)
+    c = RawH2(gw.port, tls=tls, timeout=10)
+    start = time.monotonic()
+    late_reset_flood(c, 200, streams)
+    took = time.monotonic() - start  # the refills of the budget while the flood lasted
+    try:
+        code = c.goaway(10)
+    except TimeoutError:
+        code = "open"
+    c.close()
+    time.sleep(0.5)  # what the gateway started reaches the backend
+
+    bound = RESET_BUDGET + streams + int(took / RESET_REFILL_S) + 1
+    assert len(backend.received()) <= bound, f"{len(backend.received())} backend requests, bound {bound}"
+    assert code == ENHANCE_YOUR_CALM
+    assert served(gw, tls)
+
+
+def test_cancelling_within_the_budget_keeps_the_connection(start_h2, backend):
+    """A client that cancels streams now and then (a browser leaving a page) is not cut: 50
+    requests cancelled while served, then the connection still answers."""
+    gw, tls = start_h2(gateway_config(free_port(), backends={"b": [backend.url]}, routes=[API]))
+    c = RawH2(gw.port, tls=tls)
+    assert late_reset_flood(c, 5, 10, gap_s=0.05) == 50
+    c.send(frame(HEADERS, END_HEADERS | END_STREAM, 101, c.request_block(b"/api/after")))
+    res = c.response(101)
+    assert res.status == 200, res
+    c.close()
