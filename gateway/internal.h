@@ -135,9 +135,9 @@ typedef struct mg_client_watch {
 void mg_client_watch_start(mg_client_watch_t *cw, mg_timers_t *timers, h2o_req_t *req, void (*on_gone)(mg_client_watch_t *cw));
 /* Ends the watch; safe to call more than once. */
 void mg_client_watch_stop(mg_client_watch_t *cw);
-/* Drops an HTTP/1 client's connection under h2o (shutdown of its socket): whatever h2o is
- * writing fails and h2o frees the request. -1 for HTTP/2, where it would take every stream
- * of the connection with it. */
+/* Drops a client's connection under h2o (shutdown of its socket): whatever h2o is writing
+ * fails and h2o frees the request (HTTP/2: every stream of the connection). -1 when the
+ * connection has no socket. */
 int mg_client_abort(h2o_req_t *req);
 
 /* ---------------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ import pytest
 
 import hpack
 
-from h2client import CANCEL, CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, RST_STREAM, RawH2, frame
-from support import free_port, gateway_config, request
+from h2client import WINDOW_UPDATE, CANCEL, CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, RST_STREAM, RawH2, frame
+from support import free_port, gateway_config, request, wait_until
 from test_http2_tls import make_cert
 
 API = {"name": "api", "match": {"path": {"prefix": "/api"}}, "forward": "b"}
@@ -34,15 +34,20 @@ def start_h2(request, start_gateway, tmp_path):
     return start
 
 
-def served(gw, tls, path="/api/other"):
-    """Another client's request on a new connection gets 200 (HTTP/1.1, or h2 over TLS)."""
+def status_of(gw, tls, path="/api/other", timeout=10):
+    """The status another client gets on a new connection (HTTP/1.1, or h2 over TLS)."""
     if tls:
-        c = RawH2(gw.port, tls=True)
+        c = RawH2(gw.port, tls=True, timeout=timeout)
         c.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, c.request_block(path.encode())))
-        res = c.response(1)
+        res = c.response(1, timeout)
         c.close()
-        return res.status == 200
-    return request(gw.port, "GET", path)[0] == 200
+        return res.status
+    return request(gw.port, "GET", path, timeout=timeout)[0]
+
+
+def served(gw, tls, path="/api/other"):
+    """Another client's request on a new connection gets 200."""
+    return status_of(gw, tls, path) == 200
 
 
 def one_request(gw, tls, block, body=None):
@@ -285,3 +290,67 @@ def test_cancelling_within_the_budget_keeps_the_connection(start_h2, backend):
     res = c.response(101)
     assert res.status == 200, res
     c.close()
+
+
+def stall_config(backend, admin_port=None):
+    config = gateway_config(free_port(), routes=[API], limits={"client_idle_timeout": "1s"},
+                            backends={"b": {"servers": [backend.url], "max_in_flight": 4, "queue_timeout": "8s",
+                                            "timeout": "30s"}})
+    config["admin"] = {"address": f"127.0.0.1:{free_port()}"}
+    return config
+
+
+def in_flight(gw):
+    return gw.metrics()['matchgate_backend_in_flight{backend="b"}']
+
+
+@pytest.mark.parametrize("trickle", [False, True], ids=["zero-window", "trickle"])
+def test_stalled_streams_end_and_release_their_backend_slots(start_h2, backend, trickle):
+    """2 connections x 2 streams of an 8 MiB response, the client's window 0 and never opened
+    (or opened by 1 KiB every 0.2 s: a send of the gateway's is never taken whole): they hold
+    all 4 max_in_flight slots. Each stalled connection is cut within client_idle_timeout (1s) and
+    its slots are released; another client, queued behind them, gets 200 long before its
+    queue_timeout (h2o 2.2.5: the streams stay forever, everyone else gets 503 queue-timeout)."""
+    gw, tls = start_h2(stall_config(backend))
+    conns = []
+    for _ in range(2):
+        c = RawH2(gw.port, tls=tls, timeout=15, initial_window_size=0)
+        for stream in (1, 3):
+            c.send(frame(HEADERS, END_HEADERS | END_STREAM, stream, c.request_block(b"/api/s/bytes?n=8388608")))
+        conns.append(c)
+    assert wait_until(lambda: in_flight(gw) == 4, 5), "the stalled streams hold the slots"
+    started = time.monotonic()
+    other = []
+    t = threading.Thread(target=lambda: other.append(status_of(gw, tls, timeout=15)))
+    t.start()
+
+    def trickle_until_closed(c):
+        while not c.closed and time.monotonic() - started < 10:
+            if trickle:
+                c.send(frame(WINDOW_UPDATE, 0, 1, (1024).to_bytes(4, "big")))
+            try:
+                c.until(lambda f: False, 0.2)
+            except TimeoutError:
+                pass
+        return time.monotonic() - started
+
+    ended = [trickle_until_closed(c) for c in conns]
+    t.join(15)
+    for c in conns:
+        c.close()
+
+    assert all(c.closed for c in conns), "a stalled connection is still open"
+    assert max(ended) < 1 + 2.5, f"stalled connections ended after {ended} s (client_idle_timeout 1s)"
+    assert other == [200]
+    assert wait_until(lambda: in_flight(gw) == 0, 5)
+    assert served(gw, tls)
+
+
+def test_a_slow_reader_that_takes_every_send_is_not_cut(start_h2, backend):
+    """A client that reads slowly but takes each of the gateway's sends within client_idle_timeout
+    gets the whole response: only a stall is cut."""
+    gw, tls = start_h2(stall_config(backend))
+    c = RawH2(gw.port, tls=tls, timeout=15)
+    c.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, c.request_block(b"/api/s/bytes?n=2097152")))
+    res = c.response(1, timeout=20)
+    assert res.status == 200 and len(res.body) == 2097152, res
