@@ -2,6 +2,7 @@
 the gateway bounds what one connection can cost and closes it past the bound, and the other
 clients keep being served. Frames are built by hand (h2client.RawH2)."""
 
+import socket
 import threading
 import time
 
@@ -354,3 +355,28 @@ def test_a_slow_reader_that_takes_every_send_is_not_cut(start_h2, backend):
     c.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, c.request_block(b"/api/s/bytes?n=2097152")))
     res = c.response(1, timeout=20)
     assert res.status == 200 and len(res.body) == 2097152, res
+
+
+@pytest.mark.parametrize("limits,bound", [({"client_idle_timeout": "1s"}, 1.0), ({"tls_handshake_timeout": "500ms"}, 0.5)],
+                         ids=["client_idle_timeout", "tls_handshake_timeout"])
+@pytest.mark.parametrize("sent", [b"", b"\x16\x03\x01\x02\x00\x01"], ids=["nothing", "part-of-a-hello"])
+def test_a_tls_handshake_that_never_ends_is_cut(start_gateway, backend, tmp_path, limits, bound, sent):
+    """The TLS handshake is bounded by limits.tls_handshake_timeout, or else by the smaller of 10 s
+    and client_idle_timeout (h2o 2.2.5: 10 s whatever the configuration said)."""
+    cert, key = make_cert(tmp_path)
+    config = gateway_config(free_port(), backends={"b": [backend.url]}, routes=[API], limits=limits)
+    config["listen"][0]["tls"] = {"certificate": str(cert), "key": str(key)}
+    gw = start_gateway(config)
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as s:
+        s.sendall(sent)
+        started = time.monotonic()
+        s.settimeout(bound + 3)
+        try:
+            data = s.recv(4096)
+        except (socket.timeout, TimeoutError):
+            data = None
+        except ConnectionResetError:
+            data = b""
+        took = time.monotonic() - started
+    assert data == b"", f"still open after {took:.1f}s"
+    assert took < bound + 1.5
