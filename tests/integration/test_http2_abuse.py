@@ -146,8 +146,10 @@ def test_hpack_bomb_costs_bounded_memory(start_h2, backend):
         t.join(60)
 
     grown_mib = (peak_rss_kib(gw) - before) / 1024
-    print(f"peak RSS grew by {grown_mib:.1f} MiB")
-    assert grown_mib < 24, f"peak RSS grew by {grown_mib:.0f} MiB"
+    # AddressSanitizer's redzones and quarantine (freed memory kept for a while) cost more
+    with open(f"/proc/{gw.pid}/maps") as f:
+        limit = 64 if "libasan" in f.read() else 24
+    assert grown_mib < limit, f"peak RSS grew by {grown_mib:.0f} MiB"
     assert results == [ENHANCE_YOUR_CALM] * 8
     assert served(gw, tls)
     assert backend.received("/api/bomb") == []
