@@ -67,10 +67,11 @@ void mg_client_watch_start(mg_client_watch_t *cw, mg_timers_t *timers, h2o_req_t
 
 int mg_client_abort(h2o_req_t *req)
 {
-    h2o_socket_t *client = req->version < 0x200 ? req->conn->callbacks->get_socket(req->conn) : NULL;
+    h2o_socket_t *client = req->conn->callbacks->get_socket(req->conn);
     if (client == NULL)
         return -1;
-    /* the pending write fails, and h2o closes the connection and frees the request */
+    /* the pending write fails, and h2o closes the connection and frees the request (HTTP/2:
+     * every stream of the connection) */
     shutdown(h2o_socket_get_fd(client), SHUT_RDWR);
     return 0;
 }

@@ -142,6 +142,7 @@ static void parse_limits(mg_config_loader_t *cl, const mg_node_t *root)
                                        "max_http2_streams",
                                        "max_requests_per_connection_per_second",
                                        "escaped_slashes",
+                                       "tls_handshake_timeout",
                                        NULL};
     const mg_node_t *limits = mg_node_get(root, "limits");
     mg_limits_conf_t *l = &cl->conf->limits;
@@ -152,6 +153,7 @@ static void parse_limits(mg_config_loader_t *cl, const mg_node_t *root)
     read_size(cl, limits, "max_request_body", &l->max_request_body);
     read_size(cl, limits, "max_header_size", &l->max_header_size);
     mg__config_read_duration(cl, limits, "client_idle_timeout", 1, &l->client_idle_timeout_ms);
+    mg__config_read_duration(cl, limits, "tls_handshake_timeout", 1, &l->tls_handshake_timeout_ms);
     mg__config_read_uint(cl, limits, "max_http2_streams", 1, 256, &l->max_http2_streams);
     mg__config_read_uint(cl, limits, "max_requests_per_connection_per_second", 0, 10000000,
                          &l->max_requests_per_connection_per_second);

@@ -118,6 +118,7 @@ static int keep_start_settings(mg_config_t *conf, const mg_config_t *running, co
     KEEP_NUMBER(conf, running, workers, root, NULL, "workers", errs);
     KEEP_NUMBER(conf, running, limits.max_request_body, root, "limits", "max_request_body", errs);
     KEEP_NUMBER(conf, running, limits.client_idle_timeout_ms, root, "limits", "client_idle_timeout", errs);
+    KEEP_NUMBER(conf, running, limits.tls_handshake_timeout_ms, root, "limits", "tls_handshake_timeout", errs);
     KEEP_NUMBER(conf, running, limits.max_http2_streams, root, "limits", "max_http2_streams", errs);
     failed |= keep_admin_address(conf, running, root, errs);
     if (failed)

@@ -8,10 +8,12 @@
  *
  * Timeouts: connect_timeout is curl's. `timeout` is ours: the backend must deliver the whole
  * response within it, not counting the time the transfer is paused because the client reads
- * slowly (a slow client is not a slow backend). It spans retries. The other way round, an
- * HTTP/1 client that accepts none of a pending send for client_idle_timeout is dropped
- * (`stall`): h2o 2.2.5 has no write timeout, and a stalled reader would otherwise hold its
- * connection and the paused backend transfer forever.
+ * slowly (a slow client is not a slow backend). It spans retries. The other way round, a
+ * client that accepts none of a pending send for client_idle_timeout is dropped (`stall`): h2o
+ * 2.2.5 has no write timeout, and a stalled reader (an HTTP/2 stream whose flow-control window
+ * stays closed, a socket nobody reads) would otherwise hold its connection, the paused backend
+ * transfer and its max_in_flight slot forever. HTTP/2 too loses the whole connection, as with
+ * nginx's send_timeout: h2o 2.2.5 gives a handler no way to reset its own stream.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -255,8 +257,7 @@ static void try_send(mg_forward_t *f)
     } else {
         f->send_active = 1;
     }
-    if (req->version < 0x200) /* HTTP/2 flow control stalls one stream, not the connection */
-        mg_timer_set(&f->stall, f->r->conf->limits.client_idle_timeout_ms);
+    mg_timer_set(&f->stall, f->r->conf->limits.client_idle_timeout_ms);
     h2o_send(req, &buf, buf.len != 0, state);
 }
 

@@ -58,6 +58,7 @@ typedef struct mg_limits_conf {
     uint64_t max_request_body; /* bytes; 413 beyond */
     uint64_t max_header_size;  /* bytes; 431 beyond */
     uint64_t client_idle_timeout_ms;
+    uint64_t tls_handshake_timeout_ms;               /* 0: not set, the smaller of 10 s and client_idle_timeout */
     unsigned max_http2_streams;                      /* concurrent streams per HTTP/2 connection */
     unsigned max_requests_per_connection_per_second; /* 0: no cap */
     int keep_escaped_slashes;                        /* escaped_slashes: keep (default reject: '\', %2F, %5C get 400) */

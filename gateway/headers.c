@@ -182,3 +182,18 @@ const char *mg_request_field_error(const char *name, size_t nlen, const char *va
         return "an HTTP/2 header value starts or ends with white space";
     return NULL;
 }
+
+const char *mg_request_head_error(const h2o_req_t *req)
+{
+    /* h2o checks neither HTTP/2's :method nor all of HTTP/1's method: a space in it would make
+     * another request line towards the backend */
+    if (!mg_is_token(req->method.base, req->method.len))
+        return "the method is not a token (RFC 9110 9.1)";
+    for (size_t i = 0; i < req->headers.size; i++) {
+        const h2o_header_t *h = &req->headers.entries[i];
+        const char *why = mg_request_field_error(h->name->base, h->name->len, h->value.base, h->value.len, req->version >= 0x200);
+        if (why != NULL)
+            return why;
+    }
+    return NULL;
+}

@@ -46,6 +46,12 @@ const char *mg_http1_framing_error(const struct phr_header *headers, size_t n, i
  * but HTAB in the value; over HTTP/2 (`http2`) no white space at either end of the value either
  * (RFC 9113 8.2.1). NULL when valid, else what is wrong. */
 const char *mg_request_field_error(const char *name, size_t nlen, const char *value, size_t vlen, int http2);
+/* Why the request's method and header fields cannot be passed on, NULL when they can: the
+ * method must be a token (RFC 9110 9.1; h2o checks neither HTTP/2's :method nor all of an
+ * HTTP/1 method), every field pass mg_request_field_error (h2o's HTTP/1 parser applies the
+ * field rules itself, its HPACK decoder not all of them). Checked once per request, before
+ * routing, whatever the route does with it (forward, tunnel, bridge). */
+const char *mg_request_head_error(const h2o_req_t *req);
 /* Splits a header line of a backend's response ("Name: value", without CR LF) into its name
  * (lower-cased in place; white space before the colon dropped, RFC 9112 5.1) and its value
  * (surrounding white space trimmed). -1 when it is not a valid field: no colon, a name that is not
@@ -129,9 +135,9 @@ typedef struct mg_client_watch {
 void mg_client_watch_start(mg_client_watch_t *cw, mg_timers_t *timers, h2o_req_t *req, void (*on_gone)(mg_client_watch_t *cw));
 /* Ends the watch; safe to call more than once. */
 void mg_client_watch_stop(mg_client_watch_t *cw);
-/* Drops an HTTP/1 client's connection under h2o (shutdown of its socket): whatever h2o is
- * writing fails and h2o frees the request. -1 for HTTP/2, where it would take every stream
- * of the connection with it. */
+/* Drops a client's connection under h2o (shutdown of its socket): whatever h2o is writing
+ * fails and h2o frees the request (HTTP/2: every stream of the connection). -1 when the
+ * connection has no socket. */
 int mg_client_abort(h2o_req_t *req);
 
 /* ---------------------------------------------------------------------------------------

@@ -43,19 +43,6 @@ static const char *http1_framing_error(h2o_req_t *req)
     return mg_http1_framing_error(headers, num_headers, minor_version);
 }
 
-/* h2o's HTTP/1 parser applies the field rules itself, its HPACK decoder not all of them: it lets
- * an empty name and white space at the ends of a value through. */
-static const char *field_error(h2o_req_t *req)
-{
-    for (size_t i = 0; i < req->headers.size; i++) {
-        const h2o_header_t *h = &req->headers.entries[i];
-        const char *why = mg_request_field_error(h->name->base, h->name->len, h->value.base, h->value.len, req->version >= 0x200);
-        if (why != NULL)
-            return why;
-    }
-    return NULL;
-}
-
 /* Host (HTTP/1) or :authority (HTTP/2), when the client sent one that is not empty: h2o fills in
  * its own host's name otherwise. */
 static int authority_is_valid(h2o_req_t *req)
@@ -73,7 +60,7 @@ int mg_request_check(mg_request_t *r)
         mg_request_send_error_and_close(r, 400, "bad-request", why);
         return -1;
     }
-    if ((why = field_error(req)) != NULL) {
+    if ((why = mg_request_head_error(req)) != NULL) {
         mg_request_send_error(r, 400, "bad-request", why);
         return -1;
     }

@@ -207,6 +207,11 @@ static void setup_globalconf(mg_gateway_t *gw)
     gw->globalconf.max_request_entity_size = conf->limits.max_request_body + 1;
     gw->globalconf.http1.req_timeout = conf->limits.client_idle_timeout_ms;
     gw->globalconf.http2.idle_timeout = conf->limits.client_idle_timeout_ms;
+    /* limits.tls_handshake_timeout, else the smaller of h2o's default (10 s) and
+     * client_idle_timeout: a client that never ends its handshake is an idle client too */
+    gw->globalconf.handshake_timeout = conf->limits.tls_handshake_timeout_ms != 0    ? conf->limits.tls_handshake_timeout_ms
+                                       : conf->limits.client_idle_timeout_ms < 10000 ? conf->limits.client_idle_timeout_ms
+                                                                                     : 10000;
     gw->globalconf.http2.max_concurrent_requests_per_connection = conf->limits.max_http2_streams;
     h2o_hostconf_t *host = h2o_config_register_host(&gw->globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     /* one "/" handler: h2o matches paths in registration order, the route tree does the rest */

@@ -136,6 +136,7 @@ class RawH2:
         self.sock = tls_socket(port, timeout) if tls else socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.timeout = timeout
         self.encoder = hpack.Encoder()
+        self.decoder = hpack.Decoder()
         self.buf = b""
         self.closed = False
         self.send(PREFACE + frame(SETTINGS, 0, 0, settings_payload(**settings)))
@@ -207,5 +208,48 @@ class RawH2:
             return False
         return True
 
+    def response(self, stream, timeout=10):
+        """The response on `stream` as an H2Result (status, headers, body; reset or goaway when
+        that ended it), acknowledging DATA so that it can come. Header blocks of other streams are
+        decoded on the way (HPACK state is per connection)."""
+        res = H2Result()
+        deadline = time.monotonic() + timeout
+        while True:
+            f = self.read_frame(max(deadline - time.monotonic(), 0.001))
+            if f is None:
+                res.closed = True
+                return res
+            ftype, flags, sid, payload = f
+            if ftype == HEADERS:
+                fields = self.decoder.decode(_headers_payload(flags, payload), raw=True)
+                if sid == stream and res.status is None:
+                    res.headers = [(_str(k).lower(), _str(v)) for k, v in fields]
+                    res.status = int(res.get(":status"))
+            elif ftype == DATA and sid == stream:
+                body = payload[1:len(payload) - payload[0]] if flags & 0x8 else payload
+                res.body += body
+                if payload:
+                    self.send(frame(WINDOW_UPDATE, 0, 0, len(payload).to_bytes(4, "big")) +
+                              frame(WINDOW_UPDATE, 0, stream, len(payload).to_bytes(4, "big")))
+            elif ftype == RST_STREAM and sid == stream:
+                res.reset = int.from_bytes(payload[:4], "big")
+                return res
+            elif ftype == GOAWAY:
+                res.goaway = int.from_bytes(payload[4:8], "big")
+                return res
+            if sid == stream and ftype in (HEADERS, DATA) and flags & END_STREAM:
+                return res
+
     def close(self):
         self.sock.close()
+
+
+def _headers_payload(flags, payload):
+    """The header block fragment of a HEADERS frame (padding and priority removed); the server
+    sends no CONTINUATION for the small heads these tests read."""
+    start, end = 0, len(payload)
+    if flags & 0x8:
+        start, end = 1, len(payload) - payload[0]
+    if flags & 0x20:
+        start += 5
+    return payload[start:end]

@@ -65,6 +65,7 @@ Test(config, defaults)
     cr_assert_eq(conf->limits.max_request_body, 10 * 1024 * 1024);
     cr_assert_eq(conf->limits.max_header_size, 64 * 1024);
     cr_assert_eq(conf->limits.client_idle_timeout_ms, 60000);
+    cr_assert_eq(conf->limits.tls_handshake_timeout_ms, 0, "not set: derived from client_idle_timeout");
     cr_assert_eq(conf->limits.max_http2_streams, 100);
     cr_assert_eq(conf->limits.keep_escaped_slashes, 0, "escaped slashes are rejected by default");
     cr_assert_eq(conf->num_backends, 0);
@@ -197,6 +198,7 @@ static const char full[] = "listen:\n"
                            "  max_request_body: 1MB\n"
                            "  max_header_size: 8KiB\n"
                            "  client_idle_timeout: 2m\n"
+                           "  tls_handshake_timeout: 3s\n"
                            "  max_http2_streams: 16\n"
                            "  escaped_slashes: keep\n"
                            "backends:\n"
@@ -279,6 +281,7 @@ Test(config, every_setting_from_a_file)
     cr_assert_eq(conf->limits.max_request_body, 1000000);
     cr_assert_eq(conf->limits.max_header_size, 8192);
     cr_assert_eq(conf->limits.client_idle_timeout_ms, 120000);
+    cr_assert_eq(conf->limits.tls_handshake_timeout_ms, 3000);
     cr_assert_eq(conf->limits.max_http2_streams, 16);
     cr_assert_eq(conf->limits.keep_escaped_slashes, 1);
     remove_full_config(dir);
@@ -510,6 +513,8 @@ static const bad_config_t bad_configs[] = {
     {"limits: {max_request_body: 10mb}\n" BASE, "gw.yaml:1:28: invalid size '10mb' (expected e.g. 512, 64KiB, 10MiB)"},
     {"limits: {max_header_sise: 1KiB}\n" BASE, "gw.yaml:1:10: unknown key 'max_header_sise' (did you mean 'max_header_size'?)"},
     {"limits: {client_idle_timeout: 0s}\n" BASE, "gw.yaml:1:31: client_idle_timeout must be greater than 0"},
+    {"limits: {tls_handshake_timeout: 0s}\n" BASE, "gw.yaml:1:33: tls_handshake_timeout must be greater than 0"},
+    {"limits: {tls_handshake_timeout: soon}\n" BASE, "gw.yaml:1:33: invalid duration 'soon' (expected e.g. 250ms, 5s, 2m, 1h)"},
     {"limits: {max_http2_streams: 1000}\n" BASE, "gw.yaml:1:29: expected an integer between 1 and 256, got '1000'"},
     {"limits: {escaped_slashes: rejekt}\n" BASE, "gw.yaml:1:27: unknown escaped_slashes 'rejekt' (did you mean 'reject'?)"},
     {"limits: {escaped_slashes: decode}\n" BASE, "gw.yaml:1:27: unknown escaped_slashes 'decode' (expected reject or keep)"},

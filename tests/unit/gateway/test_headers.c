@@ -355,3 +355,44 @@ Test(headers, request_field_table)
         cr_expect_eq(why == NULL, rows[i].valid, "row %zu: %s", i, why != NULL ? why : "accepted");
     }
 }
+
+/* The method, as h2o hands it over from HTTP/2's :method (unchecked) or an HTTP/1 request line. */
+Test(headers, request_method_table)
+{
+    static const struct {
+        const char *method;
+        size_t len; /* 0: strlen */
+        int valid;
+    } rows[] = {
+        {"GET", 0, 1},    {"M-SEARCH", 0, 1},    {"x!#$%&'*+-.^_`|~9", 0, 1},
+        {"", 0, 0},       {"GET /admin?", 0, 0}, /* request-line injection towards the backend */
+        {"GET\t", 0, 0},  {"GET\r\nX: y", 0, 0}, {"G\0T", 3, 0},
+        {"G\x7fT", 0, 0}, {"G\xc3\xa9T", 0, 0},  {"GET,POST", 0, 0},
+        {"G(T)", 0, 0},   {"GE\"T", 0, 0},       {"GET/", 0, 0},
+    };
+    h2o_mem_pool_t pool;
+    h2o_mem_init_pool(&pool);
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        for (int version = 0x101; version <= 0x200; version += 0x200 - 0x101) {
+            h2o_req_t req = {.version = version};
+            req.method = h2o_iovec_init(rows[i].method, rows[i].len != 0 ? rows[i].len : strlen(rows[i].method));
+            req.headers = headers_of(&pool, (const char *const[]){"accept", "*/*", NULL});
+            const char *why = mg_request_head_error(&req);
+            cr_expect_eq(why == NULL, rows[i].valid, "row %zu (version %x): %s", i, version, why != NULL ? why : "accepted");
+        }
+    }
+    h2o_mem_clear_pool(&pool);
+}
+
+/* The fields are checked after the method, with mg_request_field_error's rules. */
+Test(headers, request_head_checks_every_field)
+{
+    h2o_mem_pool_t pool;
+    h2o_mem_init_pool(&pool);
+    h2o_req_t req = {.version = 0x200, .method = h2o_iovec_init(H2O_STRLIT("GET"))};
+    req.headers = headers_of(&pool, (const char *const[]){"accept", "*/*", "x-a", " padded", NULL});
+    cr_expect_str_eq(mg_request_head_error(&req), "an HTTP/2 header value starts or ends with white space");
+    req.version = 0x101;
+    cr_expect_null(mg_request_head_error(&req));
+    h2o_mem_clear_pool(&pool);
+}
