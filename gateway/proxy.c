@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <time.h>
 #include <string.h>
-#include "gateway/internal.h"
+#include "gateway/conns.h"
 
 typedef struct mg_handler {
     h2o_handler_t super;
@@ -163,6 +163,8 @@ static void on_request_dispose(void *p)
     if (r->tunnel != NULL)
         mg_ws_tunnel_cancel(r);
     mg_dispatch_release(r); /* after the transfer stopped: the next request of its key may start */
+    /* a 101 handed the connection over to a WebSocket session (ws_tunnel.c, ws_bridge.c) */
+    mg_conn_request_end(r->conn, r->status == 101);
     if (!r->logged && r->status == 0)
         r->status = 499; /* the client closed before a response could be sent (nginx's code) */
     mg_request_log(r);
@@ -280,6 +282,8 @@ static mg_request_t *request_new(mg_worker_t *w, h2o_req_t *req)
     memset(r, 0, sizeof(*r));
     r->req = req;
     r->worker = w;
+    r->conn = mg_conn_of(req->conn);
+    mg_conn_request_start(r->conn);
     r->conf = mg_worker_conf_hold(w);
     r->started_at = now_us();
     r->method = mg_str(req->method.base, req->method.len);
