@@ -329,6 +329,9 @@ static const conn_metric_t conn_metrics[] = {
     {"matchgate_accept_errors_total", "counter", "{error=\"ENFILE\"}", NULL, ERROR_STAT(MG_ACCEPT_ENFILE)},
     {"matchgate_accept_errors_total", "counter", "{error=\"ENOMEM\"}", NULL, ERROR_STAT(MG_ACCEPT_ENOMEM)},
     {"matchgate_accept_errors_total", "counter", "{error=\"other\"}", NULL, ERROR_STAT(MG_ACCEPT_OTHER)},
+    {"matchgate_request_bodies_refused_total", "counter", "",
+     "Requests refused with 503 overloaded before their body was read: limits.max_buffered_request_bytes was held.",
+     STAT(bodies_refused)},
 };
 
 static uint64_t sum_workers(mg_gateway_t *gw, size_t offset)
@@ -355,6 +358,10 @@ void mg_conns_put_metrics(FILE *out, mg_gateway_t *gw, const mg_config_t *conf)
               (uint64_t)atomic_load(&ov->overloaded));
     put_gauge(out, "matchgate_listeners_paused", "Workers whose listeners are out of their loop now.", atomic_load(&ov->paused));
     put_gauge(out, "matchgate_open_files_limit", "RLIMIT_NOFILE of the process (raised to the hard limit at start).", ov->nofile);
+    put_gauge(out, "matchgate_buffered_request_bytes", "Request body bytes held (announced, or max_request_body when not).",
+              atomic_load(&ov->buffered));
+    put_gauge(out, "matchgate_buffered_request_bytes_max", "limits.max_buffered_request_bytes in force (0: no bound).",
+              conf->limits.max_buffered_request_bytes);
     for (size_t i = 0; i < sizeof(conn_metrics) / sizeof(conn_metrics[0]); i++) {
         const conn_metric_t *m = &conn_metrics[i];
         if (m->help != NULL)

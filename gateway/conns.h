@@ -44,6 +44,7 @@ typedef struct mg_overload {
     atomic_uint_fast64_t reclaiming; /* idle ones shut down to make room, not closed yet */
     atomic_int overloaded;           /* 1 from 90% of max_connections until below 80% */
     atomic_uint paused;              /* workers whose listeners are out of the loop */
+    atomic_uint_fast64_t buffered;   /* request body bytes held (max_buffered_request_bytes, bodies.c) */
     uint64_t nofile;                 /* RLIMIT_NOFILE (soft) in force */
     unsigned auto_max_connections;   /* max_connections: auto, for this limit */
     mg_clients_t *clients;
@@ -82,6 +83,7 @@ typedef struct mg_conns_stats {
     mg_stat_t reclaimed;          /* idle ones closed to make room */
     mg_stat_t header_timeouts;    /* closed by client_header_timeout */
     mg_stat_t pauses_full, pauses_error;
+    mg_stat_t bodies_refused; /* 503 overloaded: max_buffered_request_bytes */
     mg_stat_t accept_errors[MG_ACCEPT_ERRORS];
 } mg_conns_stats_t;
 
@@ -164,6 +166,11 @@ int mg__conns_has_idle(mg_worker_conns_t *wc, uint64_t min_idle);
 /* The listeners' part of a worker's init and stop. */
 void mg__conns_accept_init(mg_worker_conns_t *wc);
 void mg__conns_accept_stop(mg_worker_conns_t *wc);
+
+/* h2o's on_request_body_start (deps/h2o patch 0005): takes the body's bytes from
+ * limits.max_buffered_request_bytes until the request is disposed, or refuses the request (-1: h2o
+ * answers 503) when they do not fit (bodies.c). */
+int mg_bodies_on_start(h2o_req_t *req, size_t content_length);
 
 /* GET /metrics: the connection figures (accept.c). */
 void mg_conns_put_metrics(FILE *out, mg_gateway_t *gw, const mg_config_t *conf);

@@ -432,8 +432,11 @@ static void on_early_response(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t 
 {
     mg_worker_t *w = mg_worker_of(req->conn->ctx);
     int fd = w->conf->access_log_fd;
-    const char *code = req->res.status == 413 ? "body-too-large" : "bad-request";
+    const char *code = req->res.status == 413 ? "body-too-large" : req->res.status == 503 ? "overloaded" : "bad-request";
     add_header(req, H2O_STRLIT("x-matchgate-error"), code, strlen(code));
+    /* a body refused by limits.max_buffered_request_bytes (bodies.c): the budget frees as uploads end */
+    if (req->res.status == 503)
+        add_header(req, H2O_STRLIT("retry-after"), H2O_STRLIT("1"));
     mg_stat_inc(&w->stats.requests);
     mg_stat_response(&w->stats, req->res.status);
     if (fd >= 0) {

@@ -193,6 +193,9 @@ static void setup_globalconf(mg_gateway_t *gw)
     /* one byte more than the limit: h2o's chunked reader refuses at the limit itself, its
      * content-length check only beyond it; proxy.c enforces the exact limit */
     gw->globalconf.max_request_entity_size = conf->limits.max_request_body + 1;
+#ifdef H2O_HAS_ON_REQUEST_BODY_START /* deps/h2o patch 0005; not in Debian's h2o (-Dh2o=system) */
+    gw->globalconf.on_request_body_start = mg_bodies_on_start;
+#endif
     gw->globalconf.http1.req_timeout = conf->limits.client_idle_timeout_ms;
     gw->globalconf.http2.idle_timeout = conf->limits.client_idle_timeout_ms;
     /* limits.tls_handshake_timeout, else the smaller of h2o's default (10 s) and
