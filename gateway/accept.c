@@ -307,7 +307,8 @@ typedef struct conn_metric {
 #define ERROR_STAT(kind) (STAT(accept_errors) + (kind) * sizeof(mg_stat_t))
 
 static const conn_metric_t conn_metrics[] = {
-    {"matchgate_connections_accepted_total", "counter", "", "Client connections accepted.", STAT(accepted)},
+    {"matchgate_connections_accepted_total", "counter", "", "Client connections accepted (not those refused at once).",
+     STAT(accepted)},
     {"matchgate_connections_refused_total", "counter", "{reason=\"per_client\"}",
      "Client connections closed at once: their address had limits.max_connections_per_client (per_client), or no memory "
      "for their record (memory).",

@@ -51,10 +51,15 @@ static uint64_t reserve(unsigned workers, size_t listeners)
     return RESERVE_BASE + (uint64_t)workers * (RESERVE_PER_WORKER + listeners);
 }
 
+/* Three quarters of what the reserve leaves go to client connections, a quarter to backend
+ * connections: a client connection holds one only while a request of it is at a backend (an
+ * idle keep-alive connection or a bridged WebSocket session holds none), and a backend connect
+ * that finds no descriptor fails that request (502), where a client side out of descriptors
+ * would stop accepting anyone. */
 unsigned mg_config_auto_max_connections(uint64_t nofile, unsigned workers, size_t listeners)
 {
-    uint64_t r = reserve(workers, listeners);
-    uint64_t n = nofile > r ? (nofile - r) / 2 : 0;
+    uint64_t r = reserve(workers, listeners), left = nofile > r ? nofile - r : 0;
+    uint64_t n = left / 4 * 3 + left % 4 * 3 / 4;
     return n < MIN_AUTO_CONNECTIONS ? MIN_AUTO_CONNECTIONS : n > MAX_CONNECTIONS ? MAX_CONNECTIONS : (unsigned)n;
 }
 
@@ -62,8 +67,8 @@ uint64_t mg_config_descriptors_needed(const mg_config_t *conf, unsigned max_conn
 {
     uint64_t backend = 0;
     for (size_t i = 0; i < conf->num_backends; i++) {
-        if (conf->backends[i].max_in_flight == 0) { /* unbounded: one per client connection */
-            backend = max_connections;
+        if (conf->backends[i].max_in_flight == 0) { /* unbounded: auto's share, one per three clients */
+            backend = max_connections / 3;
             break;
         }
         backend += conf->backends[i].max_in_flight;

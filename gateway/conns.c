@@ -23,10 +23,10 @@
  * - HTTP/1 (plain or TLS): no request in the handler or being answered (`active`), and nothing
  *   of a next request in the input buffer. h2o keeps a request's head at the start of that buffer
  *   until its response is written, and reads a body into it after the head, so an empty buffer
- *   means no head, no body and no response of h2o's own (400, 413, 417) on its way; a head being
- *   received is left to the head deadline, a body to h2o's own timer.
- * A TLS handshake is not idle (the next bytes may be the request; h2o's TLS state is private): like
- * a head arriving, it has until the head deadline.
+ *   means no head, no body and no response of h2o's own (400, 413, 417, 503) on its way; a head
+ *   being received is left to the head deadline, a body to h2o's own timer.
+ * - a TLS handshake: never as idle (the next bytes may be the request, and h2o's TLS state is
+ *   private); like a head arriving, it has until the head deadline.
  * - HTTP/2: no stream open (none receiving a head or a body, none waiting or answered), and no
  *   GOAWAY sent yet. It gets a GOAWAY naming the last stream it opened, as h2o's own idle timeout
  *   does, and h2o closes it once that is written. h2o_http2_conn_t is in h2o's

@@ -201,13 +201,13 @@ void mg_config_summary(const mg_config_t *conf, char *buf, size_t size);
  * it raises its soft limit to at start; the current limits in *soft and *hard (UINT64_MAX:
  * unlimited). */
 uint64_t mg_config_nofile_target(uint64_t *soft, uint64_t *hard);
-/* limits.max_connections: auto for an open files limit of `nofile`: what a reserve of
- * 64 + workers x (6 + listeners) descriptors leaves, halved (a client connection may hold a backend
- * connection), and at least 16. */
+/* limits.max_connections: auto for an open files limit of `nofile`: three quarters of what a
+ * reserve of 64 + workers x (6 + listeners) descriptors leaves (the last quarter is for backend
+ * connections), at least 16. */
 unsigned mg_config_auto_max_connections(uint64_t nofile, unsigned workers, size_t listeners);
 /* The descriptors `conf` may need with `max_connections` client connections: the reserve, the
- * client connections, and as many backend connections (fewer when every backend has a
- * max_in_flight: their sum). */
+ * client connections, and backend connections: when every backend has a max_in_flight their sum
+ * (at most one per client connection), else one per three client connections (what auto leaves). */
 uint64_t mg_config_descriptors_needed(const mg_config_t *conf, unsigned max_connections);
 /* Frees the configuration whatever its references (--check, tests, a load that is dropped). */
 void mg_config_free(mg_config_t *conf);

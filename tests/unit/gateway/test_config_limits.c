@@ -105,7 +105,7 @@ Test(config_limits, bad_values_report_their_position)
     }
 }
 
-/* (limit - (64 + workers x (6 + listeners))) / 2, at least 16 */
+/* (limit - (64 + workers x (6 + listeners))) x 3/4, at least 16 */
 Test(config_limits, auto_max_connections)
 {
     static const struct {
@@ -114,11 +114,11 @@ Test(config_limits, auto_max_connections)
         size_t listeners;
         unsigned expected;
     } table[] = {
-        {512, 2, 1, 217},       /* (512 - 78) / 2 */
-        {1024, 2, 1, 473},      /* systemd's default soft limit */
-        {1024, 8, 2, 448},      /* (1024 - 128) / 2 */
-        {524288, 4, 1, 262098}, /* systemd's default hard limit */
-        {1048576, 256, 4, 522976},
+        {512, 2, 1, 325},       /* (512 - 78) x 3/4 */
+        {1024, 2, 1, 709},      /* systemd's default soft limit */
+        {1024, 8, 2, 672},      /* (1024 - 128) x 3/4 */
+        {524288, 4, 1, 393147}, /* systemd's default hard limit */
+        {1048576, 256, 4, 784464},
         {100, 2, 1, 16}, /* too low: the floor */
         {0, 1, 1, 16},
         {UINT64_MAX, 1, 1, 10000000},
@@ -128,7 +128,8 @@ Test(config_limits, auto_max_connections)
                      "#%zu: %u", i, mg_config_auto_max_connections(table[i].nofile, table[i].workers, table[i].listeners));
 }
 
-/* the reserve, the clients, and a backend connection each unless every backend caps itself */
+/* the reserve, the clients, and a backend connection per three (auto's share) unless every backend
+ * caps itself */
 Test(config_limits, descriptors_needed)
 {
     load(BASE);
@@ -141,7 +142,8 @@ Test(config_limits, descriptors_needed)
     teardown();
     load("backends:\n  a: {servers: [\"http://127.0.0.1:1\"], max_in_flight: 100}\n"
          "  b: {servers: [\"http://127.0.0.1:2\"]}\n" BASE);
-    cr_expect_eq(mg_config_descriptors_needed(conf, 1000), 78 + 1000 + 1000, "b is unbounded");
+    cr_expect_eq(mg_config_descriptors_needed(conf, 1000), 78 + 1000 + 333, "b is unbounded");
+    cr_expect_leq(mg_config_descriptors_needed(conf, 325), 512, "auto for 512 fits");
 }
 
 Test(config_limits, max_connections_beyond_the_open_files_limit_is_warned_about)
