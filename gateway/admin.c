@@ -7,6 +7,7 @@
  * endpoint is adding a row. Unknown path: 404; known path, other method: 405 with Allow.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,9 @@
 #define ADMIN_MAX_BODY (1024 * 1024)
 #define ADMIN_IDLE_TIMEOUT_MS 10000
 #define ADMIN_STOP_WAIT_S 2
+#define ADMIN_MAX_CONNECTIONS 32 /* beyond, the admin listener waits for one to close */
+#define ADMIN_RESERVE_FDS 4      /* descriptors held for admin connections when the process has none left */
+#define ADMIN_PAUSE_MS 100       /* after accept failed for want of descriptors or memory */
 
 struct mg_admin {
     mg_gateway_t *gw;
@@ -31,6 +35,13 @@ struct mg_admin {
     h2o_multithread_queue_t *queue;
     h2o_multithread_receiver_t stop_receiver;
     int stopping;
+    /* the listener's limits (admin thread only): connections open, held descriptors (-1: given
+     * up to accept a connection), and a pause after a failed accept */
+    unsigned connections;
+    int reserve[ADMIN_RESERVE_FDS];
+    int paused;
+    h2o_timeout_t pause;
+    h2o_timeout_entry_t pause_entry;
     /* the thread's progress, watched by mg_admin_stop */
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -263,13 +274,91 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 /* ---------------------------------------------------------------------------------------
  * The thread
  */
+/*
+ * The admin listener must answer /healthz and /metrics when the data plane is out of descriptors,
+ * and never spin (a level-triggered listener that is not accepted from wakes the loop again at
+ * once). It holds a few descriptors (open /dev/null) and gives one up when accept fails with
+ * EMFILE or ENFILE, so that the accept after it gets that number (libuv's answer to EMFILE, but
+ * the connection is served rather than closed); another thread may take the number first, and a
+ * failed accept then takes the listener out of the loop for ADMIN_PAUSE_MS. Closed connections
+ * give the descriptors back when they can.
+ */
+static void on_accept(h2o_socket_t *listener, const char *err);
+
+static void refill_reserve(mg_admin_t *admin)
+{
+    for (size_t i = 0; i < ADMIN_RESERVE_FDS; i++)
+        if (admin->reserve[i] < 0)
+            admin->reserve[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static int release_reserve(mg_admin_t *admin)
+{
+    for (size_t i = 0; i < ADMIN_RESERVE_FDS; i++) {
+        if (admin->reserve[i] >= 0) {
+            close(admin->reserve[i]);
+            admin->reserve[i] = -1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void pause_listener(mg_admin_t *admin, int timed)
+{
+    if (!admin->paused)
+        h2o_socket_read_stop(admin->listener);
+    admin->paused = 1;
+    if (timed && !h2o_timeout_is_linked(&admin->pause_entry))
+        h2o_timeout_link(admin->ctx.loop, &admin->pause, &admin->pause_entry);
+}
+
+static void resume_listener(mg_admin_t *admin)
+{
+    if (!admin->paused || admin->stopping)
+        return;
+    admin->paused = 0;
+    if (h2o_timeout_is_linked(&admin->pause_entry))
+        h2o_timeout_unlink(&admin->pause_entry);
+    h2o_socket_read_start(admin->listener, on_accept);
+}
+
+static void on_pause_end(h2o_timeout_entry_t *entry)
+{
+    resume_listener(H2O_STRUCT_FROM_MEMBER(mg_admin_t, pause_entry, entry));
+}
+
+static void on_connection_close(void *data)
+{
+    mg_admin_t *admin = data;
+    admin->connections--;
+    refill_reserve(admin);
+    if (!h2o_timeout_is_linked(&admin->pause_entry))
+        resume_listener(admin);
+}
+
 static void on_accept(h2o_socket_t *listener, const char *err)
 {
     mg_admin_t *admin = listener->data;
     h2o_socket_t *sock;
 
-    if (err == NULL && (sock = h2o_evloop_socket_accept(listener)) != NULL)
-        h2o_accept(&admin->accept_ctx, sock);
+    if (err != NULL)
+        return;
+    if (admin->connections >= ADMIN_MAX_CONNECTIONS) {
+        pause_listener(admin, 0); /* until one closes */
+        return;
+    }
+    if ((sock = h2o_evloop_socket_accept(listener)) == NULL && (errno == EMFILE || errno == ENFILE) && release_reserve(admin))
+        sock = h2o_evloop_socket_accept(listener);
+    if (sock == NULL) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED && errno != EINTR)
+            pause_listener(admin, 1);
+        return;
+    }
+    admin->connections++;
+    sock->on_close.cb = on_connection_close;
+    sock->on_close.data = admin;
+    h2o_accept(&admin->accept_ctx, sock);
 }
 
 static void on_stop_message(h2o_multithread_receiver_t *receiver, h2o_linklist_t *messages)
@@ -292,6 +381,8 @@ static void *admin_main(void *arg)
     admin->accept_ctx.hosts = admin->globalconf.hosts;
     admin->listener = h2o_evloop_socket_create(admin->ctx.loop, admin->fd, H2O_SOCKET_FLAG_DONT_READ);
     admin->listener->data = admin;
+    h2o_timeout_init(admin->ctx.loop, &admin->pause, ADMIN_PAUSE_MS);
+    admin->pause_entry.cb = on_pause_end;
     h2o_socket_read_start(admin->listener, on_accept);
     pthread_mutex_lock(&admin->lock);
     admin->ready = 1; /* the stop receiver exists */
@@ -300,6 +391,8 @@ static void *admin_main(void *arg)
     /* h2o_evloop_run returns -1 on EINTR: keep looping */
     while (!admin->stopping)
         h2o_evloop_run(admin->ctx.loop, INT32_MAX);
+    if (h2o_timeout_is_linked(&admin->pause_entry))
+        h2o_timeout_unlink(&admin->pause_entry);
     h2o_socket_read_stop(admin->listener);
     h2o_socket_close(admin->listener);
     pthread_mutex_lock(&admin->lock);
@@ -336,6 +429,9 @@ int mg_admin_open(mg_gateway_t *gw)
         return -1;
     }
     admin.gw = gw;
+    for (size_t i = 0; i < ADMIN_RESERVE_FDS; i++)
+        admin.reserve[i] = -1;
+    refill_reserve(&admin);
     pthread_mutex_init(&admin.lock, NULL);
     pthread_cond_init(&admin.cond, NULL);
     setup_globalconf(&admin);

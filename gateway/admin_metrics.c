@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "gateway/internal.h"
+#include "gateway/conns.h"
 #include "scheduler/scheduler.h"
 
 typedef struct worker_metric {
@@ -181,6 +181,7 @@ void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
         return;
     }
     put_metrics(out, gw, conf);
+    mg_conns_put_metrics(out, gw, conf);
     put_backend_metrics(out, conf);
     fclose(out);
     mg_admin_send(req, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);

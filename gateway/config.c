@@ -143,6 +143,10 @@ static void parse_limits(mg_config_loader_t *cl, const mg_node_t *root)
                                        "max_requests_per_connection_per_second",
                                        "escaped_slashes",
                                        "tls_handshake_timeout",
+                                       "max_connections",
+                                       "max_connections_per_client",
+                                       "client_header_timeout",
+                                       "max_buffered_request_bytes",
                                        NULL};
     const mg_node_t *limits = mg_node_get(root, "limits");
     mg_limits_conf_t *l = &cl->conf->limits;
@@ -158,6 +162,7 @@ static void parse_limits(mg_config_loader_t *cl, const mg_node_t *root)
     mg__config_read_uint(cl, limits, "max_requests_per_connection_per_second", 0, 10000000,
                          &l->max_requests_per_connection_per_second);
     parse_escaped_slashes(cl, limits, l);
+    mg__config_parse_connection_limits(cl, limits); /* config_limits.c */
 }
 
 /* websocket: our extension (the contract names no keys for it); see docs/websocket.md. */
@@ -236,6 +241,8 @@ static mg_config_t *config_new(const char *file)
     conf->limits.client_idle_timeout_ms = 60000;
     conf->limits.max_http2_streams = 100;
     conf->limits.max_requests_per_connection_per_second = 10000;
+    conf->limits.client_header_timeout_ms = 10000;
+    conf->limits.max_buffered_request_bytes = UINT64_C(256) << 20;
     conf->reload = (mg_reload_conf_t){.memory_limit = UINT64_C(1) << 30, .timeout_ms = 30000};
     conf->tenants.max_keys = MG_TENANTS_MAX_KEYS_DEFAULT;
     conf->websocket = (mg_websocket_conf_t){.idle_timeout_ms = 120000,
@@ -249,6 +256,7 @@ static mg_config_t *config_new(const char *file)
 /* Every section is read even after an error, so one run of --check shows every problem. */
 static void config_read(mg_config_loader_t *cl, const mg_node_t *root)
 {
+    size_t before = cl->errs->num_errors;
     if (mg_node_expect(root, MG_NODE_MAPPING, cl->errs) != 0)
         return;
     mg_node_check_keys(root, top_keys, cl->errs);
@@ -259,6 +267,10 @@ static void config_read(mg_config_loader_t *cl, const mg_node_t *root)
     parse_routes(cl, root);
     mg__config_parse_admin(cl, root);
     mg__config_parse_reload(cl, root);
+    if (cl->errs->num_errors == before) {
+        uint64_t soft, hard;
+        mg__config_check_descriptors(cl, root, mg_config_nofile_target(&soft, &hard));
+    }
 }
 
 mg_config_t *mg__config_from_doc(const char *file, mg_doc_t *doc, mg_errors_t *errs)

@@ -46,6 +46,12 @@ void mg__config_admin_free(mg_admin_conf_t *admin);
 int mg__config_admin_exposed(const mg_admin_conf_t *admin);
 /* Records a warning at `at` when mg__config_admin_exposed (`--check` and reloads show it). */
 void mg__config_warn_exposed_admin(const mg_admin_conf_t *admin, const mg_node_t *at, mg_errors_t *errs);
+/* Reads limits.max_connections, max_connections_per_client, client_header_timeout and
+ * max_buffered_request_bytes from the `limits` mapping, after max_request_body (config_limits.c). */
+void mg__config_parse_connection_limits(mg_config_loader_t *cl, const mg_node_t *limits);
+/* Warns (at limits.max_connections, else the section, else `root`) when max_connections and the
+ * backend connections they may hold need more descriptors than `nofile`. */
+void mg__config_check_descriptors(mg_config_loader_t *cl, const mg_node_t *root, uint64_t nofile);
 /* Reads the optional `reload:` section into cl->conf (config_check.c). */
 void mg__config_parse_reload(mg_config_loader_t *cl, const mg_node_t *root);
 /* Checks `len` bytes of text as the next configuration in a child process (config_check.c): 0

@@ -62,6 +62,10 @@ typedef struct mg_limits_conf {
     unsigned max_http2_streams;                      /* concurrent streams per HTTP/2 connection */
     unsigned max_requests_per_connection_per_second; /* 0: no cap */
     int keep_escaped_slashes;                        /* escaped_slashes: keep (default reject: '\', %2F, %5C get 400) */
+    unsigned max_connections;                        /* client connections of the process; 0: auto */
+    unsigned max_connections_per_client;             /* per client address; 0: no cap */
+    uint64_t client_header_timeout_ms;               /* a whole request head must arrive within this */
+    uint64_t max_buffered_request_bytes;             /* request bodies held at once, whole process; 0: no bound */
 } mg_limits_conf_t;
 
 /* websocket: the sessions' timers and bounds (tunnel and bridge alike). */
@@ -150,7 +154,8 @@ typedef struct mg_config {
  * Loads and validates FILE. Returns NULL after recording every error found (FILE:LINE:COL);
  * warnings may be recorded on success. Defaults: workers = CPUs, shutdown_timeout 10s,
  * max_request_body 10MiB, max_header_size 64KiB, client_idle_timeout 60s, max_http2_streams
- * 100, connect_timeout 2s, timeout 30s, retries 1, max_in_flight 0
+ * 100, client_header_timeout 10s, max_connections auto, max_connections_per_client 0,
+ * max_buffered_request_bytes 256MiB (max_request_body when larger), connect_timeout 2s, timeout 30s, retries 1, max_in_flight 0
  * (unlimited), queue_timeout 5s, balance round_robin, weight 1; websocket: idle_timeout 120s,
  * ping_interval 30s, close_timeout 5s, max_message_size 16MiB, max_queued_messages 1024;
  * reload: memory_limit 1GiB, timeout 30s.
@@ -192,6 +197,18 @@ int mg_config_parse_address(const char *s, struct sockaddr_storage *ss, socklen_
 /* A one-line summary for `--check`: "FILE: ok (N listeners, N backends, N routes, N workers)"
  * (singular for 1: "1 listener"). */
 void mg_config_summary(const mg_config_t *conf, char *buf, size_t size);
+/* The open files limit the gateway runs with: the hard RLIMIT_NOFILE (at most fs.nr_open), which
+ * it raises its soft limit to at start; the current limits in *soft and *hard (UINT64_MAX:
+ * unlimited). */
+uint64_t mg_config_nofile_target(uint64_t *soft, uint64_t *hard);
+/* limits.max_connections: auto for an open files limit of `nofile`: three quarters of what a
+ * reserve of 64 + workers x (6 + listeners) descriptors leaves (the last quarter is for backend
+ * connections), at least 16. */
+unsigned mg_config_auto_max_connections(uint64_t nofile, unsigned workers, size_t listeners);
+/* The descriptors `conf` may need with `max_connections` client connections: the reserve, the
+ * client connections, and backend connections: when every backend has a max_in_flight their sum
+ * (at most one per client connection), else one per three client connections (what auto leaves). */
+uint64_t mg_config_descriptors_needed(const mg_config_t *conf, unsigned max_connections);
 /* Frees the configuration whatever its references (--check, tests, a load that is dropped). */
 void mg_config_free(mg_config_t *conf);
 /* Takes one more reference; returns `conf`. Any thread. */

@@ -260,7 +260,8 @@ typedef struct mg_worker {
     mg_worker_stats_t stats;
     h2o_linklist_t flush_list; /* forwards with body bytes waiting to be sent to the client */
     mg_timers_t timers;
-    mg_timer_t evict_timer; /* worker 0: forgets idle throttle keys once a second */
+    mg_timer_t evict_timer;        /* worker 0: forgets idle throttle keys once a second */
+    struct mg_worker_conns *conns; /* its client connections (conns.h) */
     int stopping;
     uint64_t rng[2]; /* request id generator state */
 } mg_worker_t;
@@ -306,13 +307,15 @@ struct mg_gateway {
     mg_throttle_t *throttle;     /* every quota's state; outlives configurations (reloads) */
     mg_backend_sched_t **scheds; /* every backend's scheduler, by name; grown by reloads (under reload_lock) */
     size_t num_scheds;
+    struct mg_overload *overload; /* client connections of the process, their caps (conns.h) */
 };
 
 /* One accepted request, from on_req until h2o disposes it (allocated in the request's pool). */
 typedef struct mg_request {
     h2o_req_t *req; /* NULL once the client is gone or the final send is done */
     mg_worker_t *worker;
-    mg_config_t *conf; /* the worker's current one when the request started: held until disposed */
+    struct mg_conn *conn; /* the client connection's record (conns.h); NULL for none */
+    mg_config_t *conf;    /* the worker's current one when the request started: held until disposed */
     const mg_route_t *route;
     mg_str_t tenant;                                      /* empty: unidentified */
     mg_str_t method, path, query, host, peer, request_id; /* as received (the access log shows these) */
@@ -361,8 +364,8 @@ int mg_limits_check_routes(mg_request_t *r, const mg_ctx_t *ctx);
  * connection is closed (after this response for HTTP/1, at once for HTTP/2). */
 int mg_limits_check_connection(mg_request_t *r);
 /* Counts one request of `conn` in its one-second window (the count is kept on the connection's
- * socket and freed when the socket closes). 0 while within `cap` (also when there is no memory
- * for the count), 1 for the connection's first request over it, 2 for the later ones. */
+ * record, conns.h). 0 while within `cap` (also for a connection without a record), 1 for the
+ * connection's first request over it, 2 for the later ones. */
 int mg_conn_rate_count(h2o_conn_t *conn, uint64_t now_ms, unsigned cap);
 /* RateLimit-Limit/-Remaining/-Reset of the request's quota decision, replacing the backend's;
  * nothing when no quota applied. */

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/internal.h"
+#include "gateway/conns.h"
 
 static uint64_t whole_seconds(uint64_t us)
 {
@@ -184,58 +184,26 @@ int mg_limits_check_routes(mg_request_t *r, const mg_ctx_t *ctx)
 }
 
 /* ---------------------------------------------------------------------------------------
- * Per-connection request rate: a fixed one-second window per connection. The count lives on the
- * connection itself: h2o_conn_t has no room for a caller's data, but the client's socket has a
- * close hook h2o leaves unused on server connections, which frees the count with the socket
- * (also after a WebSocket upgrade or an h2c upgrade, which keep the socket). No table, so no
- * two connections can ever share a count.
+ * Per-connection request rate: a fixed one-second window per connection, counted on the
+ * connection's own record (conns.h), so no two connections can ever share a count.
  */
-typedef struct mg_conn_rate {
-    uint64_t second; /* the window: h2o_now() / 1000 */
-    uint32_t count;
-    int closed; /* counted once in connections_rate_limited */
-} mg_conn_rate_t;
-
-static void conn_rate_free(void *p)
-{
-    free(p);
-}
-
-/* The connection's count, made on its first request; NULL when there is no room for it. */
-static mg_conn_rate_t *conn_rate_of(h2o_conn_t *conn)
-{
-    h2o_socket_t *sock = conn->callbacks->get_socket(conn);
-    if (sock == NULL)
-        return NULL;
-    if (sock->on_close.cb == conn_rate_free)
-        return sock->on_close.data;
-    if (sock->on_close.cb != NULL)
-        return NULL; /* somebody else's hook: never taken over */
-    mg_conn_rate_t *cr = calloc(1, sizeof(*cr));
-    if (cr == NULL)
-        return NULL;
-    sock->on_close.cb = conn_rate_free;
-    sock->on_close.data = cr;
-    return cr;
-}
-
 int mg_conn_rate_count(h2o_conn_t *conn, uint64_t now_ms, unsigned cap)
 {
-    mg_conn_rate_t *cr = conn_rate_of(conn);
-    /* out of memory: the cap must not turn a gateway short of memory into one refusing everything */
-    if (cr == NULL)
+    mg_conn_t *c = mg_conn_of(conn);
+    /* a connection the gateway did not accept has no record: never refused */
+    if (c == NULL)
         return 0;
-    if (cr->second != now_ms / 1000) {
-        cr->second = now_ms / 1000;
-        cr->count = 0;
+    if (c->rate_second != (uint32_t)(now_ms / 1000)) {
+        c->rate_second = (uint32_t)(now_ms / 1000);
+        c->rate_count = 0;
     }
-    if (cr->count < cap) {
-        cr->count++;
+    if (c->rate_count < cap) {
+        c->rate_count++;
         return 0;
     }
-    if (cr->closed)
+    if (c->rate_closed)
         return 2;
-    cr->closed = 1;
+    c->rate_closed = 1;
     return 1;
 }
 

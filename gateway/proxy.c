@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <time.h>
 #include <string.h>
-#include "gateway/internal.h"
+#include "gateway/conns.h"
 
 typedef struct mg_handler {
     h2o_handler_t super;
@@ -163,6 +163,8 @@ static void on_request_dispose(void *p)
     if (r->tunnel != NULL)
         mg_ws_tunnel_cancel(r);
     mg_dispatch_release(r); /* after the transfer stopped: the next request of its key may start */
+    /* a 101 handed the connection over to a WebSocket session (ws_tunnel.c, ws_bridge.c) */
+    mg_conn_request_end(r->conn, r->status == 101);
     if (!r->logged && r->status == 0)
         r->status = 499; /* the client closed before a response could be sent (nginx's code) */
     mg_request_log(r);
@@ -280,6 +282,8 @@ static mg_request_t *request_new(mg_worker_t *w, h2o_req_t *req)
     memset(r, 0, sizeof(*r));
     r->req = req;
     r->worker = w;
+    r->conn = mg_conn_of(req->conn);
+    mg_conn_request_start(r->conn);
     r->conf = mg_worker_conf_hold(w);
     r->started_at = now_us();
     r->method = mg_str(req->method.base, req->method.len);
@@ -428,8 +432,11 @@ static void on_early_response(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t 
 {
     mg_worker_t *w = mg_worker_of(req->conn->ctx);
     int fd = w->conf->access_log_fd;
-    const char *code = req->res.status == 413 ? "body-too-large" : "bad-request";
+    const char *code = req->res.status == 413 ? "body-too-large" : req->res.status == 503 ? "overloaded" : "bad-request";
     add_header(req, H2O_STRLIT("x-matchgate-error"), code, strlen(code));
+    /* a body refused by limits.max_buffered_request_bytes (bodies.c): the budget frees as uploads end */
+    if (req->res.status == 503)
+        add_header(req, H2O_STRLIT("retry-after"), H2O_STRLIT("1"));
     mg_stat_inc(&w->stats.requests);
     mg_stat_response(&w->stats, req->res.status);
     if (fd >= 0) {

@@ -18,27 +18,13 @@
 #include <time.h>
 #include <unistd.h>
 #include <openssl/err.h>
-#include "gateway/internal.h"
+#include "gateway/conns.h"
 
 #define LISTEN_BACKLOG 1024
-#define ACCEPTS_PER_WAKEUP 16
 #define EVICT_INTERVAL_MS 1000
 
 /* Static so that what is still referenced at exit stays reachable (no false leak reports). */
 static mg_gateway_t gateway;
-
-static void on_accept(h2o_socket_t *listener, const char *err)
-{
-    h2o_accept_ctx_t *actx = listener->data;
-    if (err != NULL)
-        return;
-    for (int i = 0; i < ACCEPTS_PER_WAKEUP; i++) {
-        h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
-        if (sock == NULL)
-            return;
-        h2o_accept(actx, sock);
-    }
-}
 
 /* Worker 0 forgets idle throttle keys: any thread may, one is enough, and a worker's timer
  * costs no thread of its own. */
@@ -70,6 +56,7 @@ static void on_stop_message(h2o_multithread_receiver_t *receiver, h2o_linklist_t
     w->stopping = 1;
     mg_timer_cancel(&w->evict_timer);
     close_listeners(w);
+    mg_conns_worker_stop(w);
     /* HTTP/1 connections close after their current response, HTTP/2 ones get GOAWAY */
     h2o_context_request_shutdown(&w->ctx);
     mg_ws_worker_shutdown(w);
@@ -87,13 +74,14 @@ static void worker_init(mg_worker_t *w)
         mg_timer_set(&w->evict_timer, EVICT_INTERVAL_MS);
     w->accept_ctxs = calloc(num_listeners, sizeof(*w->accept_ctxs));
     w->listeners = calloc(num_listeners, sizeof(*w->listeners));
+    mg_conns_worker_init(w);
     for (size_t i = 0; i < num_listeners; i++) {
         w->accept_ctxs[i].ctx = &w->ctx;
         w->accept_ctxs[i].hosts = w->gw->globalconf.hosts;
         w->accept_ctxs[i].ssl_ctx = w->gw->ssl_ctxs[i];
         w->listeners[i] = h2o_evloop_socket_create(loop, w->listen_fds[i], H2O_SOCKET_FLAG_DONT_READ);
         w->listeners[i]->data = &w->accept_ctxs[i];
-        h2o_socket_read_start(w->listeners[i], on_accept);
+        h2o_socket_read_start(w->listeners[i], mg_conns_on_accept);
     }
 }
 
@@ -205,6 +193,9 @@ static void setup_globalconf(mg_gateway_t *gw)
     /* one byte more than the limit: h2o's chunked reader refuses at the limit itself, its
      * content-length check only beyond it; proxy.c enforces the exact limit */
     gw->globalconf.max_request_entity_size = conf->limits.max_request_body + 1;
+#ifdef H2O_HAS_ON_REQUEST_BODY_START /* deps/h2o patch 0005; not in Debian's h2o (-Dh2o=system) */
+    gw->globalconf.on_request_body_start = mg_bodies_on_start;
+#endif
     gw->globalconf.http1.req_timeout = conf->limits.client_idle_timeout_ms;
     gw->globalconf.http2.idle_timeout = conf->limits.client_idle_timeout_ms;
     /* limits.tls_handshake_timeout, else the smaller of h2o's default (10 s) and
@@ -367,6 +358,9 @@ static int gateway_init(mg_gateway_t *gw, mg_config_t *conf)
     gw->num_workers = conf->workers;
     gw->num_listeners = conf->num_listeners;
     gw->workers = calloc(conf->workers, sizeof(*gw->workers));
+    /* first: whatever opens descriptors from here on does so under the raised limit */
+    if (mg_overload_init(gw) != 0)
+        return -1;
     if ((gw->throttle = mg_throttle_new()) == NULL) {
         fprintf(stderr, "matchgate: out of memory\n");
         return -1;

@@ -44,14 +44,15 @@ def start_gateway(tmp_path, matchgate_bin):
     """start_gateway(config, port=None) -> Gateway, ready to accept.
 
     `config` is a dict (written as YAML) or YAML text; `port` is the listener to wait for
-    (default: the first listen address in a dict config). `gw.config_path` is the file (see
+    (default: the first listen address in a dict config); `nofile` sets the process's
+    RLIMIT_NOFILE (soft and hard) before it starts. `gw.config_path` is the file (see
     Gateway.write_config and Gateway.reload); `gw.admin_port` the admin port of a dict config. At teardown every gateway gets
     SIGTERM and must exit 0 (unless started with expect_clean_exit=False) with no sanitizer
     report on stderr.
     """
     started = []
 
-    def start(config, port=None, expect_clean_exit=True, name="matchgate.yaml"):
+    def start(config, port=None, expect_clean_exit=True, name="matchgate.yaml", nofile=None):
         if isinstance(config, dict):
             port = port or int(config["listen"][0]["address"].rsplit(":", 1)[1])
             text = to_yaml(config) + "\n"
@@ -62,7 +63,7 @@ def start_gateway(tmp_path, matchgate_bin):
         workdir.mkdir()
         path = workdir / name
         path.write_text(text)
-        gw = Gateway([str(matchgate_bin), "-c", str(path)], port, workdir, expect_clean_exit)
+        gw = Gateway([str(matchgate_bin), "-c", str(path)], port, workdir, expect_clean_exit, nofile=nofile)
         gw.config_path = path
         if isinstance(config, dict) and "admin" in config:
             gw.admin_port = int(config["admin"]["address"].rsplit(":", 1)[1])

@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -371,7 +372,7 @@ def parse_metrics(text):
 
 
 class Gateway:
-    def __init__(self, args, port, workdir, expect_clean_exit=True):
+    def __init__(self, args, port, workdir, expect_clean_exit=True, nofile=None):
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.config_path = None  # set by the start_gateway fixture
@@ -381,8 +382,12 @@ class Gateway:
         self.stderr_path = workdir / "matchgate.stderr"
         self.returncode = None
         self.killed = False
+        def limit_files():  # in the child, before exec: soft and hard RLIMIT_NOFILE
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(args, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=workdir)
+            self.proc = subprocess.Popen(args, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=workdir,
+                                         preexec_fn=limit_files if nofile else None)
         self.pid = self.proc.pid
 
     def stderr(self):
