@@ -25,7 +25,7 @@ static void usage(FILE *out)
 }
 
 /* The options of `--check` that a reload passes to the process checking a file for it
- * (gateway/config_check.c): the text comes on stdin (FILE names it and anchors its relative
+ * (gateway/config/check.c): the text comes on stdin (FILE names it and anchors its relative
  * paths), within an address-space limit. Usable by hand too. */
 typedef struct check_input {
     int from_stdin;

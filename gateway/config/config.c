@@ -4,8 +4,8 @@
  * can be freed before the gateway starts.
  *
  * This file has the top level, process-wide settings, limits and routes; `listen:` is read in
- * config_listen.c, `backends:` in config_backends.c, `tenants:` in config_tenants.c and
- * `admin:` in config_admin.c; config_reload.c loads the file again for a reload.
+ * listen.c, `backends:` in backends.c, `tenants:` in tenants.c, `admin:` in admin.c and the
+ * connection bounds of `limits:` in limits.c; reload.c loads the file again for a reload.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "gateway/config_internal.h"
+#include "gateway/config/internal.h"
 
 #define MG_MAX_WORKERS 256
 
@@ -162,7 +162,7 @@ static void parse_limits(mg_config_loader_t *cl, const mg_node_t *root)
     mg__config_read_uint(cl, limits, "max_requests_per_connection_per_second", 0, 10000000,
                          &l->max_requests_per_connection_per_second);
     parse_escaped_slashes(cl, limits, l);
-    mg__config_parse_connection_limits(cl, limits); /* config_limits.c */
+    mg__config_parse_connection_limits(cl, limits); /* limits.c */
 }
 
 /* websocket: our extension (the contract names no keys for it); see docs/websocket.md. */

@@ -7,7 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/config_internal.h"
+#include "gateway/config/internal.h"
 
 /* Where a warning about `key` of `section` (NULL: top level) points: the key's value, else the
  * section, else the top of the file (the key was left out and its default differs). */

@@ -1,5 +1,5 @@
 /*
- * gateway/config_limits.c: the connection and body bounds of `limits`, their defaults and errors,
+ * gateway/config/limits.c: the connection and body bounds of `limits`, their defaults and errors,
  * max_connections: auto from the open files limit, and the warning when max_connections cannot
  * fit that limit. Criterion runs each test in a process of its own, so a test may lower its own
  * RLIMIT_NOFILE.
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
-#include "gateway/gateway.h"
+#include "gateway/config/config.h"
 
 #define BASE "listen:\n  - address: \"127.0.0.1:8080\"\nworkers: 2\nroutes:\n  - name: r\n    respond: {status: 200}\n"
 

@@ -29,7 +29,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "gateway/config_internal.h"
+#include "gateway/config/internal.h"
 
 extern char **environ;
 

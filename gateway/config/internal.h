@@ -1,12 +1,12 @@
 /*
- * What the configuration loader's source files share (config.c, config_listen.c,
- * config_backends.c, config_tenants.c, config_admin.c, config_reload.c, config_check.c). Private to them: the rest of the gateway
- * reads the finished mg_config_t through gateway.h.
+ * What the configuration loader's source files share (config.c and the section readers
+ * listen.c, backends.c, tenants.c, admin.c, limits.c; reload.c, check.c). Private to them: the
+ * rest of the gateway reads the finished mg_config_t through config.h.
  */
 #ifndef MG_GATEWAY_CONFIG_INTERNAL_H
 #define MG_GATEWAY_CONFIG_INTERNAL_H
 
-#include "gateway/gateway.h"
+#include "gateway/config/config.h"
 
 /* One load in progress: the configuration being filled and where its errors go. */
 typedef struct mg_config_loader {
@@ -27,19 +27,19 @@ char *mg__config_resolve_path(mg_config_loader_t *cl, const mg_node_t *at, const
  */
 void mg__config_read_duration(mg_config_loader_t *cl, const mg_node_t *map, const char *key, int positive, uint64_t *out);
 void mg__config_read_uint(mg_config_loader_t *cl, const mg_node_t *map, const char *key, unsigned min, unsigned max, unsigned *out);
-/* A decimal port, 1..65535, and nothing after it (config_listen.c). 0 or -1. */
+/* A decimal port, 1..65535, and nothing after it (listen.c). 0 or -1. */
 int mg__config_parse_port(const char *s, uint16_t *port);
 
-/* Reads the required `listen:` section into cl->conf (config_listen.c). */
+/* Reads the required `listen:` section into cl->conf (listen.c). */
 void mg__config_parse_listen(mg_config_loader_t *cl, const mg_node_t *root);
-/* Reads the optional `backends:` section into cl->conf (config_backends.c). */
+/* Reads the optional `backends:` section into cl->conf (backends.c). */
 void mg__config_parse_backends(mg_config_loader_t *cl, const mg_node_t *root);
-/* Reads the optional `tenants:` section into cl->conf (config_tenants.c). */
+/* Reads the optional `tenants:` section into cl->conf (tenants.c). */
 void mg__config_parse_tenants(mg_config_loader_t *cl, const mg_node_t *root);
 void mg__config_tenants_free(mg_tenants_conf_t *tc);
 /* Frees what a backend owns (not the backend itself). */
 void mg__config_backend_free(mg_backend_conf_t *backend);
-/* Reads the optional `admin:` section into cl->conf, after `listen:` (config_admin.c). */
+/* Reads the optional `admin:` section into cl->conf, after `listen:` (admin.c). */
 void mg__config_parse_admin(mg_config_loader_t *cl, const mg_node_t *root);
 void mg__config_admin_free(mg_admin_conf_t *admin);
 /* 1 when the admin API listens on an address other than loopback without a token. */
@@ -47,14 +47,14 @@ int mg__config_admin_exposed(const mg_admin_conf_t *admin);
 /* Records a warning at `at` when mg__config_admin_exposed (`--check` and reloads show it). */
 void mg__config_warn_exposed_admin(const mg_admin_conf_t *admin, const mg_node_t *at, mg_errors_t *errs);
 /* Reads limits.max_connections, max_connections_per_client, client_header_timeout and
- * max_buffered_request_bytes from the `limits` mapping, after max_request_body (config_limits.c). */
+ * max_buffered_request_bytes from the `limits` mapping, after max_request_body (limits.c). */
 void mg__config_parse_connection_limits(mg_config_loader_t *cl, const mg_node_t *limits);
 /* Warns (at limits.max_connections, else the section, else `root`) when max_connections and the
  * backend connections they may hold need more descriptors than `nofile`. */
 void mg__config_check_descriptors(mg_config_loader_t *cl, const mg_node_t *root, uint64_t nofile);
-/* Reads the optional `reload:` section into cl->conf (config_check.c). */
+/* Reads the optional `reload:` section into cl->conf (check.c). */
 void mg__config_parse_reload(mg_config_loader_t *cl, const mg_node_t *root);
-/* Checks `len` bytes of text as the next configuration in a child process (config_check.c): 0
+/* Checks `len` bytes of text as the next configuration in a child process (check.c): 0
  * when it exits 0, else -1 after recording its errors, or how it ended, in `errs`. */
 int mg__config_check_in_child(const mg_config_t *running, const char *text, size_t len, mg_errors_t *errs);
 /* Equal socket addresses (same family, address and port). */

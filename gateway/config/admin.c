@@ -7,7 +7,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/config_internal.h"
+#include "gateway/config/internal.h"
 
 static const char *const admin_keys[] = {"address", "token", NULL};
 

@@ -5,7 +5,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/config_internal.h"
+#include "gateway/config/internal.h"
 
 static const char *const tenants_keys[] = {"identify", "unidentified", "default_quota", "quotas", "max_keys", NULL};
 static const char *const identify_kinds[] = {"header", "host", "path", NULL};

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
-#include "gateway/config_internal.h"
+#include "gateway/config/internal.h"
 
 #define MAX_CONNECTIONS 10000000
 /* Descriptors the process needs besides client and backend connections: standard streams, logs,

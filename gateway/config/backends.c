@@ -5,7 +5,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/config_internal.h"
+#include "gateway/config/internal.h"
 
 #define MG_MAX_WEIGHT 100
 #define MG_MAX_RETRIES 10

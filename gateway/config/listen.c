@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "gateway/config_internal.h"
+#include "gateway/config/internal.h"
 
 /* ---------------------------------------------------------------------------------------
  * Addresses

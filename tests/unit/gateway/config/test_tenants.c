@@ -1,11 +1,11 @@
 /*
- * gateway/config_tenants.c and gateway/tenants.c: the tenants section as read (good and bad
+ * gateway/config/tenants.c and gateway/config/identify.c: the tenants section as read (good and bad
  * files, exact first errors), identification rules in order, and quota lookup.
  */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/gateway.h"
+#include "gateway/config/config.h"
 
 static mg_errors_t errs;
 static mg_config_t *conf;

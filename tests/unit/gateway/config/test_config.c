@@ -1,5 +1,5 @@
 /*
- * gateway/config.c: good files with every setting and with defaults, listen addresses, the
+ * gateway/config/ (config.c and its section readers): good files with every setting and with defaults, listen addresses, the
  * weighted schedule, and a table of bad files each with the exact first error the user sees.
  */
 #include <criterion/criterion.h>
@@ -11,7 +11,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "gateway/gateway.h"
+#include "gateway/config/config.h"
 
 static mg_errors_t errs;
 static mg_config_t *conf;

@@ -4,7 +4,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/gateway.h"
+#include "gateway/config/config.h"
 
 static int compare_name(const void *key, const void *item)
 {
