@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/internal.h"
+#include "gateway/backend/backend.h"
 #include "scheduler/scheduler.h"
 
 /* Waiting requests per backend beyond which new ones get 503 queue-full. */

@@ -6,7 +6,6 @@
 #define MG_GATEWAY_INTERNAL_H
 
 #include <pthread.h>
-#include <curl/curl.h>
 #include <h2o.h>
 #include <jansson.h>
 #include "gateway/gateway.h"
@@ -28,9 +27,6 @@ typedef struct mg_conn_tokens {
 void mg_conn_tokens_add(mg_conn_tokens_t *tokens, const char *value, size_t len);
 /* 1 when the header must not cross the proxy: hop-by-hop, or named in Connection. `name` is lower case. */
 int mg_header_is_hop_by_hop(const char *name, size_t len, const mg_conn_tokens_t *tokens);
-/* 1 when `name` (lower case) is a response header the gateway sets itself (date, server,
- * content-length, x-request-id). */
-int mg_header_is_replaced_in_response(const char *name, size_t len);
 /* 1 when the value can be forwarded as is: no CR, LF or NUL. */
 int mg_header_value_is_safe(const char *value, size_t len);
 /* Removes, in place and keeping the order of the rest, the hop-by-hop fields of a request as the
@@ -58,25 +54,11 @@ const char *mg_request_head_error(const h2o_req_t *req);
  * a token (a folded line starts with white space), a value with a control character (RFC 9110 5.5). */
 int mg_header_line_split(h2o_iovec_t line, h2o_iovec_t *name, h2o_iovec_t *value);
 
-/* ---------------------------------------------------------------------------------------
- * URLs (url.c)
- */
-
-/*
- * Writes base + path + ("?" query when query is non-empty) into out (NUL-terminated). `base`
- * is a server url without trailing '/' ("http://h:p" or "http://h:p/prefix"); `path` starts
- * with '/'. Returns the length, or -1 when it does not fit.
- */
-long mg_url_build(char *out, size_t size, const char *base, mg_str_t path, mg_str_t query);
 /* 1 when s[0..len) is an authority as Host and :authority carry it (RFC 9110 7.2, RFC 3986 3.2.2,
  * 3.2.3): a non-empty host (a reg-name or IPv4 address: unreserved, sub-delims and pct-encoded
  * characters; or an IP-literal in brackets) and an optional ":" port (at most 65535). No userinfo,
  * no white space, '/', '?', '#', '@', '\\' or control character. */
 int mg_authority_is_valid(const char *s, size_t len);
-/* 1 for methods that may be retried on another server: GET HEAD OPTIONS PUT DELETE TRACE. */
-int mg_method_is_idempotent(mg_str_t method);
-/* 1 for methods that primary_for_writes sends to the primary: POST PUT PATCH DELETE. */
-int mg_method_is_write(mg_str_t method);
 
 /* ---------------------------------------------------------------------------------------
  * Access log (accesslog.c): one JSON object per line, one write(2) per line.
@@ -139,37 +121,6 @@ void mg_client_watch_stop(mg_client_watch_t *cw);
  * fails and h2o frees the request (HTTP/2: every stream of the connection). -1 when the
  * connection has no socket. */
 int mg_client_abort(h2o_req_t *req);
-
-/* ---------------------------------------------------------------------------------------
- * Upstream (upstream.c): a libcurl multi handle driven by one worker's h2o loop.
- */
-typedef struct mg_upstream mg_upstream_t;
-typedef struct mg_upstream_callbacks {
-    /* curl has run (data may have arrived through write callbacks): time to send it on. */
-    void (*flush)(void *cb_arg);
-} mg_upstream_callbacks_t;
-
-/* The first member of whatever owns a transfer (a forward, a bridge call). */
-typedef struct mg_transfer {
-    /* The transfer ended (CURLE_OK or the error); it is out of the multi handle, and the easy
-     * handle stays the owner's until mg_upstream_release. */
-    void (*done)(struct mg_transfer *transfer, CURL *easy, CURLcode result);
-} mg_transfer_t;
-
-mg_upstream_t *mg_upstream_create(h2o_loop_t *loop, mg_timers_t *timers, const mg_upstream_callbacks_t *cbs, void *cb_arg);
-void mg_upstream_destroy(mg_upstream_t *up);
-/* A reset easy handle (from a free list), with the options every transfer shares already set. */
-CURL *mg_upstream_acquire(mg_upstream_t *up);
-/* Starts the transfer; transfer->done runs once for it, later, on the loop. 0, or -1 if curl
- * refused it. */
-int mg_upstream_start(mg_upstream_t *up, CURL *easy, mg_transfer_t *transfer);
-/* Stops a started transfer (no callback follows) or returns an idle handle to the free list. */
-void mg_upstream_release(mg_upstream_t *up, CURL *easy);
-/* 1 when a transfer that ended with `result` never got a connection (refused, unresolved, or
- * connect_timeout): another server may be tried. */
-int mg_upstream_never_connected(CURL *easy, CURLcode result);
-/* Resumes a transfer paused by its write callback; safe from any loop callback. */
-void mg_upstream_resume(mg_upstream_t *up, CURL *easy);
 
 /* ---------------------------------------------------------------------------------------
  * Process, workers and the request handler
@@ -244,7 +195,7 @@ typedef struct mg_worker {
     h2o_accept_ctx_t *accept_ctxs; /* one per listener */
     h2o_socket_t **listeners;      /* one per listener, NULL once closed */
     int *listen_fds;
-    mg_upstream_t *upstream;
+    struct mg_backend_worker *backend; /* its clients to backends (gateway/backend/) */
     h2o_multithread_queue_t *queue;
     h2o_multithread_receiver_t stop_receiver;
     h2o_multithread_receiver_t conf_receiver;  /* "a reload swapped the configuration" */
@@ -258,7 +209,6 @@ typedef struct mg_worker {
     mg_config_t *conf;          /* current: what requests starting now use */
     struct mg_conf_hold *holds; /* configurations this worker holds (conf_refs.c) */
     mg_worker_stats_t stats;
-    h2o_linklist_t flush_list; /* forwards with body bytes waiting to be sent to the client */
     mg_timers_t timers;
     mg_timer_t evict_timer;        /* worker 0: forgets idle throttle keys once a second */
     struct mg_worker_conns *conns; /* its client connections (conns.h) */
@@ -441,56 +391,6 @@ const char *mg_turn_refusal(mg_sched_result_t res, int bridged);
 /* A worker's receiver for scheduler deliveries (after its queue exists), and its timers' end. */
 void mg_dispatch_worker_init(mg_worker_t *w);
 void mg_dispatch_worker_dispose(mg_worker_t *w);
-
-/* Emits the headers a backend gets for `r` (forward.c): the client's in its order, less hop-by-hop
- * ones and those the gateway writes, then Host (for `server_url` when the client sent none),
- * X-Forwarded-For/-Proto/-Host and X-Request-Id. */
-typedef void (*mg_header_emit_t)(void *arg, const char *name, size_t nlen, const char *value, size_t vlen);
-void mg_forward_headers(mg_request_t *r, const char *server_url, mg_header_emit_t emit, void *arg);
-/* The server a request starts with (index in b->servers): the primary for a write under
- * primary_for_writes, the first under first_available, else the next in the weighted round robin.
- * Connect failures go on to the following servers. */
-size_t mg_backend_first_server(mg_backend_conf_t *b, mg_str_t method);
-/* Whether a connect failure of `attempt` (0 for the first) may go on to the next server:
- * idempotent methods only, at most `retries` times and num_servers - 1 times, never for a write
- * pinned to the primary. */
-int mg_backend_may_retry(const mg_backend_conf_t *b, unsigned attempt, mg_str_t method);
-
-/* A backend call of the gateway's own (call.c): a request complete in memory, the response
- * collected whole. */
-typedef struct mg_call mg_call_t;
-
-typedef struct mg_call_spec {
-    mg_backend_conf_t *backend;
-    const char *method; /* NUL-terminated */
-    mg_str_t path, query;
-    struct curl_slist *headers; /* the caller's, valid until the call ends */
-    const char *body;           /* NULL: none; else valid until the call ends */
-    size_t body_len;
-    size_t max_response; /* body bytes; beyond it the call fails (502) */
-} mg_call_spec_t;
-
-typedef struct mg_call_result {
-    int status;        /* the backend's, or 502/504 when `error` is set */
-    const char *error; /* NULL: the backend answered */
-    const char *body;  /* valid during the callback */
-    size_t len;
-} mg_call_result_t;
-
-typedef void (*mg_call_done_t)(void *arg, const mg_call_result_t *res);
-
-/* Starts a call; `done` runs once, later, on the worker's loop, unless the call is cancelled
- * first. NULL when it cannot start (out of memory, curl refused it). */
-mg_call_t *mg_call_start(mg_worker_t *w, const mg_call_spec_t *spec, mg_call_done_t done, void *arg);
-/* Stops a call whose `done` has not run: no callback follows. */
-void mg_call_cancel(mg_call_t *c);
-
-/* Starts forwarding `r` to the route's backend now (forward.c). Always ends with a response. */
-void mg_forward_start(mg_request_t *r);
-/* Cancels the backend transfer of a request whose client went away. */
-void mg_forward_cancel(mg_request_t *r);
-/* The upstream callbacks of a worker (forward.c). */
-extern const mg_upstream_callbacks_t mg_forward_upstream_callbacks;
 
 /* Registers the proxy handler on `pathconf`, and on the host's fallback path a filter that
  * marks and logs the errors h2o answers by itself (proxy.c). */

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <string.h>
 #include "gateway/conns.h"
+#include "gateway/backend/backend.h"
 
 typedef struct mg_handler {
     h2o_handler_t super;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <openssl/err.h>
 #include "gateway/conns.h"
+#include "gateway/backend/backend.h"
 
 #define LISTEN_BACKLOG 1024
 #define EVICT_INTERVAL_MS 1000
@@ -66,9 +67,11 @@ static void worker_init(mg_worker_t *w)
 {
     size_t num_listeners = w->gw->num_listeners;
     h2o_loop_t *loop = w->ctx.loop;
-    h2o_linklist_init_anchor(&w->flush_list);
     mg_timers_init(&w->timers, loop);
-    w->upstream = mg_upstream_create(loop, &w->timers, &mg_forward_upstream_callbacks, w);
+    if (mg_backend_worker_init(w) != 0) {
+        fprintf(stderr, "matchgate: worker %u: out of memory for its backend clients\n", w->id);
+        abort();
+    }
     mg_timer_init(&w->evict_timer, &w->timers, on_evict_timer);
     if (w->id == 0)
         mg_timer_set(&w->evict_timer, EVICT_INTERVAL_MS);
@@ -134,8 +137,7 @@ static void *worker_main(void *arg)
     /* h2o_evloop_run returns -1 on EINTR: keep looping, or a signal would stop the worker */
     while (!worker_done(w))
         h2o_evloop_run(w->ctx.loop, INT32_MAX);
-    mg_upstream_destroy(w->upstream);
-    w->upstream = NULL;
+    mg_backend_worker_dispose(w);
     mg_dispatch_worker_dispose(w);
     mg_worker_conf_dispose(w);
     worker_park();
@@ -358,6 +360,9 @@ static int gateway_init(mg_gateway_t *gw, mg_config_t *conf)
     gw->num_workers = conf->workers;
     gw->num_listeners = conf->num_listeners;
     gw->workers = calloc(conf->workers, sizeof(*gw->workers));
+    /* before any other thread: the backend clients' global state (never cleaned up: parked
+     * threads use it until the process exits) */
+    mg_backend_process_init();
     /* first: whatever opens descriptors from here on does so under the raised limit */
     if (mg_overload_init(gw) != 0)
         return -1;

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/internal.h"
+#include "gateway/backend/backend.h"
 #include <h2o/http1.h>
 
 enum { UPGRADING, OPEN, CLOSING };
@@ -51,8 +52,8 @@ typedef struct call {
     mg_str_t path, query;
     const char *body;
     size_t body_len;
-    struct curl_slist id_line; /* X-Request-Id of this message, then the session's headers */
-    mg_call_t *call;           /* while at the backend */
+    mg_backend_header_t *headers; /* X-Request-Id of this message, then the session's headers */
+    mg_call_t *call;              /* while at the backend */
 } call_t;
 
 struct bridge {
@@ -67,7 +68,9 @@ struct bridge {
     /* the upgrade request, for every message: its routing context and backend headers */
     mg_ctx_t ctx;
     char *arena;
-    struct curl_slist *headers;
+    mg_backend_header_t *headers; /* in `header_arena`: names, values and the array */
+    size_t num_headers;
+    char *header_arena;
     char request_id[72];
     char key[32]; /* the session's ordering key in the scheduler */
     uint64_t seq;
@@ -193,7 +196,8 @@ static void run_call(bridge_t *b, call_t *c)
                            .method = c->method,
                            .path = c->path,
                            .query = c->query,
-                           .headers = &c->id_line,
+                           .headers = c->headers,
+                           .num_headers = b->num_headers + 1,
                            .body = c->body,
                            .body_len = c->body_len,
                            .max_response =
@@ -382,9 +386,11 @@ static call_t *call_new(bridge_t *b)
         return NULL;
     c->b = b;
     h2o_mem_init_pool(&c->pool);
-    char *line = h2o_mem_alloc_pool(&c->pool, sizeof(b->request_id) + 40);
-    snprintf(line, sizeof(b->request_id) + 40, "X-Request-Id: %s-%llu", b->request_id, (unsigned long long)++b->seq);
-    c->id_line = (struct curl_slist){line, b->headers};
+    char *id = h2o_mem_alloc_pool(&c->pool, sizeof(b->request_id) + 24);
+    int len = snprintf(id, sizeof(b->request_id) + 24, "%s-%llu", b->request_id, (unsigned long long)++b->seq);
+    c->headers = h2o_mem_alloc_pool(&c->pool, sizeof(*c->headers) * (b->num_headers + 1));
+    c->headers[0] = (mg_backend_header_t){h2o_iovec_init(H2O_STRLIT("X-Request-Id")), h2o_iovec_init(id, (size_t)len)};
+    memcpy(c->headers + 1, b->headers, sizeof(*b->headers) * b->num_headers);
     return c;
 }
 
@@ -527,7 +533,7 @@ static void bridge_free(bridge_t *b)
     if (b->registered)
         mg_ws_session_unregister(&b->session);
     mg_ws_out_dispose(&b->out);
-    curl_slist_free_all(b->headers);
+    free(b->header_arena);
     mg_worker_conf_drop(b->w, b->conf);
     free(b->arena);
     h2o_buffer_dispose(&b->msg);
@@ -732,27 +738,52 @@ static int copy_ctx(bridge_t *b, const mg_ctx_t *src)
     return 0;
 }
 
-/* The upgrade's headers as forward sends them, less the WebSocket handshake's and the request
- * id (each message has its own), plus the body's type. */
-static void emit_header(void *arg, const char *name, size_t nlen, const char *value, size_t vlen)
+/* 1 for a field of the upgrade that no message carries: the WebSocket handshake's, and the
+ * request id (each message has its own). */
+static int is_upgrade_only(h2o_iovec_t name)
 {
-    bridge_t *b = arg;
-    char *line;
-    if ((nlen > 14 && strncasecmp(name, "sec-websocket-", 14) == 0) || (nlen == 12 && strncasecmp(name, "x-request-id", 12) == 0))
-        return;
-    if (asprintf(&line, "%.*s: %.*s", (int)nlen, name, (int)vlen, value) < 0)
-        return;
-    b->headers = curl_slist_append(b->headers, line);
-    free(line);
+    return (name.len > 14 && strncasecmp(name.base, "sec-websocket-", 14) == 0) ||
+           (name.len == 12 && strncasecmp(name.base, "x-request-id", 12) == 0);
 }
 
+/* Copies `v` to `*at` (and moves past it). */
+static h2o_iovec_t put_iovec(char **at, h2o_iovec_t v)
+{
+    char *p = *at;
+    if (v.len != 0)
+        memcpy(p, v.base, v.len);
+    *at += v.len;
+    return h2o_iovec_init(p, v.len);
+}
+
+/* The upgrade's headers as forward sends them, less those upgrade-only, plus the body's type:
+ * copied into one allocation of the session's (the request ends with the 101). */
 static int build_headers(bridge_t *b, mg_request_t *r)
 {
-    mg_forward_headers(r, b->backend->servers[0].url, emit_header, b);
-    static const char *const fixed[] = {"Content-Type: application/json", "Expect:", "Accept: application/json"};
-    for (size_t i = 0; i < 3 && b->headers != NULL; i++)
-        b->headers = curl_slist_append(b->headers, fixed[i]);
-    return b->headers != NULL ? 0 : -1;
+    static const mg_backend_header_t fixed[] = {{{H2O_STRLIT("Content-Type")}, {H2O_STRLIT("application/json")}},
+                                                {{H2O_STRLIT("Accept")}, {H2O_STRLIT("application/json")}}};
+    size_t n, num = sizeof(fixed) / sizeof(fixed[0]), bytes = 0;
+    mg_backend_header_t *all = mg_forward_header_list(r, b->backend->servers[0].url, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (!is_upgrade_only(all[i].name)) {
+            num++;
+            bytes += all[i].name.len + all[i].value.len;
+        }
+    }
+    if ((b->header_arena = malloc(num * sizeof(*b->headers) + bytes)) == NULL)
+        return -1;
+    mg_backend_header_t *h = b->headers = (mg_backend_header_t *)b->header_arena;
+    char *at = b->header_arena + num * sizeof(*h);
+    for (size_t i = 0; i < n; i++) {
+        if (!is_upgrade_only(all[i].name)) {
+            h->name = put_iovec(&at, all[i].name);
+            h->value = put_iovec(&at, all[i].value);
+            h++;
+        }
+    }
+    memcpy(h, fixed, sizeof(fixed));
+    b->num_headers = num;
+    return 0;
 }
 
 static void on_upgraded(void *arg, h2o_socket_t *sock, size_t reqsize)

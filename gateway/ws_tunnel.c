@@ -22,11 +22,11 @@
  * sent before has been written to the other side (close frames pass through untouched, so a
  * close handshake between the peers goes end to end).
  */
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/internal.h"
+#include "gateway/backend/backend.h"
 #include "gateway/phr.h"
 #include <h2o/http1.h>
 
@@ -56,15 +56,14 @@ typedef struct mg_ws_tunnel {
     mg_request_t *r;   /* until the 101 is written */
     mg_backend_conf_t *backend;
     h2o_socket_t *client, *server;
-    h2o_hostinfo_getaddr_req_t *getaddr;
-    char *head;   /* the header block for the backend (after the request line) */
-    char *target; /* path and query, as sent */
-    char key[64]; /* Sec-WebSocket-Key */
+    mg_backend_connect_t *connecting; /* CONNECTING, until the connection to the server is open */
+    char *head;                       /* the header block for the backend (after the request line) */
+    char *target;                     /* path and query, as sent */
+    char key[64];                     /* Sec-WebSocket-Key */
     size_t first_server;
     unsigned attempt;
     int state, registered, drain;
-    int handshake_sent; /* CONNECTING: the upgrade went out, the backend's answer is awaited */
-    dir_t up, down;     /* up: client -> backend */
+    dir_t up, down; /* up: client -> backend */
     mg_timer_t timer;
     uint64_t last_rx, last_client_rx; /* h2o_now() */
     uint64_t ping_seq;
@@ -109,8 +108,8 @@ static void inject(mg_ws_tunnel_t *t, dir_t *d, mg_ws_frame_buf_t *f, int messag
 static void tunnel_free(mg_ws_tunnel_t *t)
 {
     mg_timer_cancel(&t->timer);
-    if (t->getaddr != NULL)
-        h2o_hostinfo_getaddr_cancel(t->getaddr);
+    if (t->connecting != NULL)
+        mg_backend_connect_cancel(t->connecting);
     /* closing a socket drops its pending write: both go together, so no write outlives the
      * input buffer it points into */
     if (t->client != NULL)
@@ -419,13 +418,10 @@ static void connect_failed(mg_ws_tunnel_t *t, int timed_out)
     }
 }
 
-static void on_open_timeout(mg_timer_t *timer)
+static void on_handshake_timeout(mg_timer_t *timer)
 {
     mg_ws_tunnel_t *t = H2O_STRUCT_FROM_MEMBER(mg_ws_tunnel_t, timer, timer);
-    if (t->handshake_sent)
-        fail(t, 504, "backend-timeout", "the backend did not answer the upgrade within the timeout");
-    else
-        connect_failed(t, 1);
+    fail(t, 504, "backend-timeout", "the backend did not answer the upgrade within the timeout");
 }
 
 static void on_upgraded(void *arg, h2o_socket_t *sock, size_t reqsize)
@@ -560,19 +556,21 @@ static void on_handshake_sent(h2o_socket_t *sock, const char *err)
         connect_failed(t, 0);
         return;
     }
-    t->handshake_sent = 1;
     mg_timer_set(&t->timer, t->backend->timeout_ms);
     h2o_socket_read_start(sock, on_handshake_read);
 }
 
-static void on_connect(h2o_socket_t *sock, const char *err)
+static void on_connected(void *arg, h2o_socket_t *sock, mg_attempt_result_t result)
 {
-    mg_ws_tunnel_t *t = sock->data;
-    if (err != NULL) {
-        connect_failed(t, 0);
+    mg_ws_tunnel_t *t = arg;
+    t->connecting = NULL;
+    if (result != MG_ATTEMPT_OK) {
+        connect_failed(t, result == MG_ATTEMPT_CONNECT_TIMEOUT);
         return;
     }
-    const char *url = t->backend->servers[(t->first_server + t->attempt) % t->backend->num_servers].url;
+    t->server = sock;
+    sock->data = t;
+    const char *url = mg_backend_server(t->backend, t->first_server, t->attempt)->url;
     const char *slash = strchr(url + strlen("http://"), '/');
     h2o_iovec_t line[3] = {h2o_iovec_init(H2O_STRLIT("GET ")), h2o_iovec_init(NULL, 0), h2o_iovec_init(NULL, 0)};
     /* the server's path prefix, the request's path and query, then the header block */
@@ -586,62 +584,15 @@ static void on_connect(h2o_socket_t *sock, const char *err)
     t->target = start; /* kept until the write completes (freed with the tunnel) */
     line[1] = h2o_iovec_init(start, (size_t)len);
     line[2] = h2o_iovec_init(t->head, strlen(t->head));
-    mg_timer_cancel(&t->timer);
     h2o_socket_write(sock, line, 3, on_handshake_sent);
 }
 
-static void connect_to(mg_ws_tunnel_t *t, struct sockaddr *addr, socklen_t len)
-{
-    t->timer.cb = on_open_timeout;
-    mg_timer_set(&t->timer, t->backend->connect_timeout_ms);
-    if ((t->server = h2o_socket_connect(t->w->ctx.loop, addr, len, on_connect)) == NULL) {
-        connect_failed(t, 0);
-        return;
-    }
-    t->server->data = t;
-}
-
-static void on_getaddr(h2o_hostinfo_getaddr_req_t *req, const char *errstr, struct addrinfo *res, void *arg)
-{
-    mg_ws_tunnel_t *t = arg;
-    t->getaddr = NULL;
-    if (errstr != NULL) {
-        connect_failed(t, 0);
-        return;
-    }
-    struct addrinfo *ai = h2o_hostinfo_select_one(res);
-    connect_to(t, ai->ai_addr, ai->ai_addrlen);
-}
-
-/* Connects to the server of this attempt: at once for an address, after a lookup for a name. */
+/* Connects to the server of this attempt (backend/connect.c). */
 static void connect_next(mg_ws_tunnel_t *t)
 {
-    const char *url = t->backend->servers[(t->first_server + t->attempt) % t->backend->num_servers].url;
-    h2o_url_t u;
-    if (h2o_url_parse(url, SIZE_MAX, &u) != 0) {
-        fail(t, 502, "backend-unavailable", "invalid backend url");
-        return;
-    }
-    char host[256], port[8];
-    snprintf(host, sizeof(host), "%.*s", (int)u.host.len, u.host.base);
-    snprintf(port, sizeof(port), "%u", (unsigned)h2o_url_get_port(&u));
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof(ss));
-    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
-        v4->sin_family = AF_INET;
-        v4->sin_port = htons(h2o_url_get_port(&u));
-        connect_to(t, (struct sockaddr *)v4, sizeof(*v4));
-    } else if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
-        v6->sin6_family = AF_INET6;
-        v6->sin6_port = htons(h2o_url_get_port(&u));
-        connect_to(t, (struct sockaddr *)v6, sizeof(*v6));
-    } else {
-        t->getaddr = h2o_hostinfo_getaddr(&t->w->ctx.receivers.hostinfo_getaddr, h2o_iovec_init(host, strlen(host)),
-                                          h2o_iovec_init(port, strlen(port)), AF_UNSPEC, SOCK_STREAM, IPPROTO_TCP,
-                                          AI_ADDRCONFIG | AI_NUMERICSERV, on_getaddr, t);
-    }
+    const mg_server_conf_t *server = mg_backend_server(t->backend, t->first_server, t->attempt);
+    if ((t->connecting = mg_backend_connect(t->w, server, t->backend->connect_timeout_ms, on_connected, t)) == NULL)
+        connect_failed(t, 0);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -741,8 +692,8 @@ void mg_ws_tunnel_start(mg_request_t *r)
     t->first_server = mg_backend_first_server(t->backend, r->send_method);
     memcpy(t->key, key.base, key.len);
     snprintf(t->route, sizeof(t->route), "%s", r->route->name != NULL ? r->route->name : "");
-    mg_timer_init(&t->timer, &t->w->timers, on_open_timeout);
-    t->head = build_head(r, t->backend->servers[t->first_server].url);
+    mg_timer_init(&t->timer, &t->w->timers, on_handshake_timeout);
+    t->head = build_head(r, mg_backend_server(t->backend, t->first_server, 0)->url);
     t->target = build_target(r);
     snprintf(t->tenant, sizeof(t->tenant), "%.*s", (int)r->tenant.len, r->tenant.base);
     snprintf(t->peer, sizeof(t->peer), "%.*s", (int)r->peer.len, r->peer.base);
