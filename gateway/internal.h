@@ -9,7 +9,7 @@
 #include <h2o.h>
 #include <jansson.h>
 #include "gateway/gateway.h"
-#include "gateway/ws.h"
+#include "gateway/websocket/frame.h"
 #include "scheduler/scheduler.h"
 #include "throttle/throttle.h"
 

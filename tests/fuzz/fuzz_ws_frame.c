@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/ws.h"
+#include "gateway/websocket/frame.h"
 
 static void check_frame(const uint8_t *p, size_t n, const mg_ws_frame_t *f, int len)
 {

@@ -1,7 +1,7 @@
 /* WebSocket framing: headers both ways, masking, message sequencing, the accept key. */
 #include <criterion/criterion.h>
 #include <string.h>
-#include "gateway/ws.h"
+#include "gateway/websocket/frame.h"
 
 static const uint8_t key4[4] = {0x37, 0xfa, 0x21, 0x3d};
 

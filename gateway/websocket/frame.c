@@ -7,7 +7,7 @@
 #include <string.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
-#include "gateway/ws.h"
+#include "gateway/websocket/frame.h"
 
 static int is_known_opcode(unsigned op)
 {
