@@ -128,7 +128,7 @@ void mg_admin_send_json(h2o_req_t *req, int status, json_t *body)
     mg_admin_send(req, status, "application/json", buf, len + 1);
 }
 
-static void send_error(h2o_req_t *req, int status, const char *message)
+void mg_admin_send_error(h2o_req_t *req, int status, const char *message)
 {
     mg_admin_send_json(req, status, json_pack("{s:s}", "error", message));
 }
@@ -160,7 +160,7 @@ static void admin_reload(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
     mg_errors_t errs = {0};
 
     if (atomic_load(&gw->stopping)) {
-        send_error(req, 503, "the gateway is stopping");
+        mg_admin_send_error(req, 503, "the gateway is stopping");
         return;
     }
     int ok = mg_gateway_reload(gw, &errs) == 0;
@@ -234,7 +234,7 @@ static void send_not_allowed(h2o_req_t *req)
     }
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, h2o_strdup(&req->pool, allow, SIZE_MAX).base,
                    strlen(allow));
-    send_error(req, 405, "method not allowed");
+    mg_admin_send_error(req, 405, "method not allowed");
 }
 
 static void dispatch(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
@@ -253,7 +253,7 @@ static void dispatch(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
     if (path_known)
         send_not_allowed(req);
     else
-        send_error(req, 404, "no such endpoint");
+        mg_admin_send_error(req, 404, "no such endpoint");
 }
 
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
@@ -263,7 +263,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 
     if (!authorized(conf, req)) {
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL, H2O_STRLIT("Bearer realm=\"matchgate\""));
-        send_error(req, 401, "a valid Authorization: Bearer token is required");
+        mg_admin_send_error(req, 401, "a valid Authorization: Bearer token is required");
     } else {
         dispatch(gw, conf, req);
     }

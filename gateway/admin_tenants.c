@@ -163,7 +163,7 @@ void mg_admin_tenants(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
     mg_throttle_foreach(gw->throttle, mg_throttle_now(), on_key, &l);
     if (l.oom) {
         listing_free(&l);
-        mg_admin_send_json(req, 503, json_pack("{s:s}", "error", "out of memory"));
+        mg_admin_send_error(req, 503, "out of memory");
         return;
     }
     if (l.size > 1)

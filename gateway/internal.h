@@ -9,7 +9,6 @@
 #include <h2o.h>
 #include <jansson.h>
 #include "gateway/gateway.h"
-#include "gateway/websocket/frame.h"
 #include "scheduler/scheduler.h"
 #include "throttle/throttle.h"
 
@@ -200,10 +199,8 @@ typedef struct mg_worker {
     h2o_multithread_receiver_t stop_receiver;
     h2o_multithread_receiver_t conf_receiver;  /* "a reload swapped the configuration" */
     h2o_multithread_receiver_t sched_receiver; /* jobs the schedulers hand to this worker (dispatch.c) */
-    h2o_multithread_receiver_t ws_receiver;    /* admin commands for this worker's WebSocket sessions */
-    h2o_linklist_t ws_sessions;                /* mg_ws_session_t.worker_link */
-    size_t num_sessions;
-    mg_expiry_t **expiries; /* queue_timeout timers, by mg_backend_sched_t.index */
+    struct mg_ws_worker *ws;                   /* its WebSocket sessions (gateway/websocket/) */
+    mg_expiry_t **expiries;                    /* queue_timeout timers, by mg_backend_sched_t.index */
     size_t num_expiries;
     uint64_t jobs;              /* dispatch jobs alive on this worker, orphans included */
     mg_config_t *conf;          /* current: what requests starting now use */
@@ -257,7 +254,8 @@ struct mg_gateway {
     mg_throttle_t *throttle;     /* every quota's state; outlives configurations (reloads) */
     mg_backend_sched_t **scheds; /* every backend's scheduler, by name; grown by reloads (under reload_lock) */
     size_t num_scheds;
-    struct mg_overload *overload; /* client connections of the process, their caps (conns.h) */
+    struct mg_overload *overload;    /* client connections of the process, their caps (conns.h) */
+    struct mg_ws_registry *sessions; /* every WebSocket session, by id (gateway/websocket/) */
 };
 
 /* One accepted request, from on_req until h2o disposes it (allocated in the request's pool). */
@@ -404,92 +402,6 @@ void mg_signals_block(void);
 int mg_signals_wait(void);
 
 /* ---------------------------------------------------------------------------------------
- * WebSocket sessions (ws_sessions.c, ws_tunnel.c). A session belongs to the worker of its client
- * connection; the registry lets the admin thread list sessions and ask their worker to act.
- */
-typedef struct mg_ws_session mg_ws_session_t;
-
-/* What a session kind does when asked (on its worker). */
-typedef struct mg_ws_session_ops {
-    /* a text message for the client (malloc'ed, taken over); high: ahead of those waiting */
-    void (*send)(mg_ws_session_t *s, char *msg, size_t len, int high);
-    /* the close handshake with `code`, both ways */
-    void (*close)(mg_ws_session_t *s, unsigned code, const char *reason);
-    /* drops the connections now, no close frame */
-    void (*abort)(mg_ws_session_t *s);
-    /* finishes the work already received and the messages queued, then closes with 1000 */
-    void (*drain)(mg_ws_session_t *s);
-} mg_ws_session_ops_t;
-
-struct mg_ws_session {
-    uint64_t id;
-    mg_worker_t *worker;
-    const mg_ws_session_ops_t *ops;
-    const char *route, *tenant, *peer; /* one allocation, fixed for the session's life */
-    time_t since;
-    atomic_uint_fast64_t queued; /* messages waiting (written by the worker, read by the admin thread) */
-    mg_ws_session_t *hash_next;  /* the registry's (under its lock) */
-    h2o_linklist_t worker_link;  /* in worker->ws_sessions */
-};
-
-/* Registers a session and gives it its id; 0, or -1 when out of memory. Its worker's thread. */
-int mg_ws_session_register(mg_ws_session_t *s, mg_worker_t *w, const mg_ws_session_ops_t *ops, mg_str_t route, mg_str_t tenant,
-                           mg_str_t peer);
-void mg_ws_session_unregister(mg_ws_session_t *s);
-/* A worker's command receiver and session list (after its queue exists). */
-void mg_ws_worker_init(mg_worker_t *w);
-/* Shutdown: starts the close handshake (1001) of every session of the worker. */
-void mg_ws_worker_shutdown(mg_worker_t *w);
-/* Admin: GET /sessions, POST /sessions/{id}/{send,close,abort,drain}, POST /routes/{name}/broadcast. */
-void mg_admin_sessions(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
-void mg_admin_session_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
-void mg_admin_broadcast(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
-
-/* Frames the gateway writes itself into a stream (ws_out.c): control frames at any frame
- * boundary, messages between messages, high-priority messages ahead of waiting ones. */
-typedef struct mg_ws_frame_buf mg_ws_frame_buf_t;
-
-typedef struct mg_ws_out {
-    mg_ws_frame_buf_t *ctl, *data; /* waiting */
-    mg_ws_frame_buf_t *inflight;   /* taken for the write in progress */
-    size_t queued;                 /* messages waiting */
-} mg_ws_out_t;
-
-/* A whole frame (FIN set); masked with `mask` unless NULL. NULL when out of memory. */
-mg_ws_frame_buf_t *mg_ws_frame_new(unsigned opcode, const void *payload, size_t len, const uint8_t *mask);
-/* Queues a frame (NULL is ignored): a message (`message`) or a control frame; `front`: ahead of
- * the waiting ones of its kind. */
-void mg_ws_out_push(mg_ws_out_t *o, mg_ws_frame_buf_t *f, int message, int front);
-/* Moves frames that may go now into bufs (control frames, then messages when `messages_ok`,
- * about 64 KiB of them); they stay alive until mg_ws_out_written. Returns how many. */
-size_t mg_ws_out_take(mg_ws_out_t *o, h2o_iovec_t *bufs, size_t max, int messages_ok);
-void mg_ws_out_written(mg_ws_out_t *o);
-void mg_ws_out_drop_messages(mg_ws_out_t *o);
-void mg_ws_out_dispose(mg_ws_out_t *o);
-
-/* The client's handshake: GET, HTTP/1.1, a 24-character key and version 13 (RFC 6455 4.2.1).
- * NULL when valid, with the key; else why not (the request gets a 400). */
-const char *mg_ws_check_handshake(h2o_req_t *req, h2o_iovec_t *key);
-
-/* The keep-alive timer of a session: its first delay, then at each tick -1 when nothing came
- * from either side for idle_timeout (close 1001), 1 when the client is owed a ping (nothing from
- * it for ping_interval), else 0; `next_ms` is the delay to the next tick. */
-uint64_t mg_ws_first_tick(const mg_websocket_conf_t *c);
-int mg_ws_keepalive(const mg_websocket_conf_t *c, uint64_t now, uint64_t last_rx, uint64_t last_client_rx, uint64_t *next_ms);
-
-/* Tunnels an upgrade request matched by a `forward` route to a WebSocket backend (ws_tunnel.c).
- * Always ends the request: a 101 and the session, or an error response. */
-void mg_ws_tunnel_start(mg_request_t *r);
-/* The upgrade request is disposed before its tunnel got the client's socket: the client left. */
-void mg_ws_tunnel_cancel(mg_request_t *r);
-
-/* Terminates an upgrade request matched by a `bridge` route at the gateway: each text message
- * becomes one request to the route's backend (ws_bridge.c). `ctx` is the request's context after
- * the route's actions (variables for bridge.path). Always ends the request: a 101 and the
- * session, or an error response. */
-void mg_ws_bridge_start(mg_request_t *r, const mg_ctx_t *ctx);
-
-/* ---------------------------------------------------------------------------------------
  * Configuration references and reload (conf_refs.c, server.c)
  *
  * The gateway holds one reference on its current configuration. Each worker holds one per
@@ -544,9 +456,16 @@ void mg_admin_stop(mg_gateway_t *gw);
 void mg_admin_send(h2o_req_t *req, int status, const char *content_type, const char *body, size_t len);
 /* A JSON response (application/json); takes ownership of `body`. */
 void mg_admin_send_json(h2o_req_t *req, int status, json_t *body);
+/* An error: {"error": message} with `status`. */
+void mg_admin_send_error(h2o_req_t *req, int status, const char *message);
 /* GET /metrics: Prometheus text format 0.0.4 (admin_metrics.c). */
 void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 /* GET /tenants: every configured tenant and every key of the throttle (admin_tenants.c). */
 void mg_admin_tenants(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+/* GET /sessions, POST /sessions/{id}/{send,close,abort,drain}, POST /routes/{name}/broadcast
+ * (admin_sessions.c). */
+void mg_admin_sessions(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+void mg_admin_session_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+void mg_admin_broadcast(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 
 #endif

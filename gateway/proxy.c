@@ -9,6 +9,7 @@
 #include <string.h>
 #include "gateway/conns.h"
 #include "gateway/backend/backend.h"
+#include "gateway/websocket/websocket.h"
 
 typedef struct mg_handler {
     h2o_handler_t super;
@@ -164,7 +165,7 @@ static void on_request_dispose(void *p)
     if (r->tunnel != NULL)
         mg_ws_tunnel_cancel(r);
     mg_dispatch_release(r); /* after the transfer stopped: the next request of its key may start */
-    /* a 101 handed the connection over to a WebSocket session (ws_tunnel.c, ws_bridge.c) */
+    /* a 101 handed the connection over to a WebSocket session (gateway/websocket/) */
     mg_conn_request_end(r->conn, r->status == 101);
     if (!r->logged && r->status == 0)
         r->status = 499; /* the client closed before a response could be sent (nginx's code) */

@@ -20,6 +20,7 @@
 #include <openssl/err.h>
 #include "gateway/conns.h"
 #include "gateway/backend/backend.h"
+#include "gateway/websocket/websocket.h"
 
 #define LISTEN_BACKLOG 1024
 #define EVICT_INTERVAL_MS 1000
@@ -117,7 +118,7 @@ static void worker_park(void)
  * has no way to close them early, and a client sending on one now gets the connection closed. */
 static int worker_done(mg_worker_t *w)
 {
-    return w->stopping && mg_stat_read(&w->stats.in_flight) == 0 && w->jobs == 0 && w->num_sessions == 0 &&
+    return w->stopping && mg_stat_read(&w->stats.in_flight) == 0 && w->jobs == 0 && mg_ws_worker_sessions(w) == 0 &&
            h2o_linklist_is_empty(&w->ctx.http2._conns);
 }
 
@@ -130,7 +131,10 @@ static void *worker_main(void *arg)
     w->queue = h2o_multithread_create_queue(w->ctx.loop);
     h2o_multithread_register_receiver(w->queue, &w->stop_receiver, on_stop_message);
     mg_dispatch_worker_init(w);
-    mg_ws_worker_init(w);
+    if (mg_ws_worker_init(w) != 0) {
+        fprintf(stderr, "matchgate: worker %u: out of memory for its WebSocket sessions\n", w->id);
+        abort();
+    }
     mg_worker_conf_init(w);
     worker_init(w);
     worker_report(&num_ready);
@@ -366,7 +370,7 @@ static int gateway_init(mg_gateway_t *gw, mg_config_t *conf)
     /* first: whatever opens descriptors from here on does so under the raised limit */
     if (mg_overload_init(gw) != 0)
         return -1;
-    if ((gw->throttle = mg_throttle_new()) == NULL) {
+    if ((gw->throttle = mg_throttle_new()) == NULL || (gw->sessions = mg_ws_registry_new()) == NULL) {
         fprintf(stderr, "matchgate: out of memory\n");
         return -1;
     }

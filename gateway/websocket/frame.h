@@ -1,10 +1,9 @@
 /*
- * WebSockets inside the gateway (internal, like internal.h): framing (ws_frame.c, pure), the
- * tunnel to a WebSocket backend (ws_tunnel.c) and the session registry behind the admin API's
- * /sessions (ws_sessions.c).
+ * WebSocket framing (RFC 6455 section 5): pure functions over bytes (frame.c), with no h2o, for
+ * the tunnel and the bridge, the fuzz target and the benchmark's tools alike.
  */
-#ifndef MG_GATEWAY_WS_H
-#define MG_GATEWAY_WS_H
+#ifndef MG_GATEWAY_WEBSOCKET_FRAME_H
+#define MG_GATEWAY_WEBSOCKET_FRAME_H
 
 #include <stddef.h>
 #include <stdint.h>

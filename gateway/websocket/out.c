@@ -7,7 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/internal.h"
+#include "gateway/websocket/internal.h"
 
 struct mg_ws_frame_buf {
     mg_ws_frame_buf_t *next;

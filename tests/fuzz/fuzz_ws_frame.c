@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: WebSocket framing (gateway/ws_frame.c) over arbitrary bytes, read as a
+ * libFuzzer target: WebSocket framing (gateway/websocket/frame.c) over arbitrary bytes, read as a
  * stream of frames from a client and, again, from a server. Properties checked on every input:
  *   - a parsed header is never longer than MG_WS_HEADER_MAX nor longer than the bytes given,
  *     and every shorter prefix of it reports "need more" (0), never a different frame;
