@@ -7,7 +7,6 @@
 
 #include <pthread.h>
 #include <h2o.h>
-#include <jansson.h>
 #include "gateway/gateway.h"
 #include "scheduler/scheduler.h"
 #include "throttle/throttle.h"
@@ -434,38 +433,5 @@ void mg_worker_conf_dispose(mg_worker_t *w);
  * session until mg_worker_conf_drop(w, conf). */
 mg_config_t *mg_worker_conf_hold(mg_worker_t *w);
 void mg_worker_conf_drop(mg_worker_t *w, mg_config_t *conf);
-
-/* ---------------------------------------------------------------------------------------
- * Admin API (admin.c): its own thread and h2o loop on admin.address, HTTP/1.1, so that data-plane
- * workers never run admin code. Endpoints are rows of a table in admin.c.
- */
-
-/* An endpoint: answers `req` before returning (with mg_admin_send*). `conf` is the current
- * configuration, valid until the handler returns (mg_config_retain it to keep it longer). */
-typedef void (*mg_admin_handler_t)(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
-
-/* Opens the admin listener, so that bind errors are reported before anything starts. 0 (also
- * without admin.address), or -1 after printing why. Main thread. */
-int mg_admin_open(mg_gateway_t *gw);
-/* Starts the admin thread on the listener opened. Main thread, once the workers are ready (a
- * POST /reload messages them). */
-void mg_admin_start(mg_gateway_t *gw);
-/* Stops the admin thread (it parks until the process exits). No-op without admin. */
-void mg_admin_stop(mg_gateway_t *gw);
-/* A complete response: status, Content-Type (NULL: none), the body (copied). */
-void mg_admin_send(h2o_req_t *req, int status, const char *content_type, const char *body, size_t len);
-/* A JSON response (application/json); takes ownership of `body`. */
-void mg_admin_send_json(h2o_req_t *req, int status, json_t *body);
-/* An error: {"error": message} with `status`. */
-void mg_admin_send_error(h2o_req_t *req, int status, const char *message);
-/* GET /metrics: Prometheus text format 0.0.4 (admin_metrics.c). */
-void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
-/* GET /tenants: every configured tenant and every key of the throttle (admin_tenants.c). */
-void mg_admin_tenants(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
-/* GET /sessions, POST /sessions/{id}/{send,close,abort,drain}, POST /routes/{name}/broadcast
- * (admin_sessions.c). */
-void mg_admin_sessions(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
-void mg_admin_session_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
-void mg_admin_broadcast(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 
 #endif

@@ -21,6 +21,7 @@
 #include "gateway/conns.h"
 #include "gateway/backend/backend.h"
 #include "gateway/websocket/websocket.h"
+#include "gateway/admin/admin.h"
 
 #define LISTEN_BACKLOG 1024
 #define EVICT_INTERVAL_MS 1000

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "gateway/admin/internal.h"
 #include "gateway/conns.h"
 #include "scheduler/scheduler.h"
 

@@ -6,7 +6,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/internal.h"
+#include "gateway/admin/internal.h"
 #include "gateway/websocket/websocket.h"
 
 /* The value of `name` in the query string of `req`, decoded into the pool; NULL when absent. */

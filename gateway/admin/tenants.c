@@ -5,8 +5,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <jansson.h>
-#include "gateway/internal.h"
+#include "gateway/admin/internal.h"
 
 /* One key copied out of the throttle (the key string is only valid during the callback). */
 typedef struct listed {
