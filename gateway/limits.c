@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/conns.h"
+#include "gateway/connections/conns.h"
 
 static uint64_t whole_seconds(uint64_t us)
 {

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <time.h>
 #include <string.h>
-#include "gateway/conns.h"
+#include "gateway/connections/conns.h"
 #include "gateway/backend/backend.h"
 #include "gateway/websocket/websocket.h"
 

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <openssl/err.h>
-#include "gateway/conns.h"
+#include "gateway/connections/conns.h"
 #include "gateway/backend/backend.h"
 #include "gateway/websocket/websocket.h"
 #include "gateway/admin/admin.h"

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "gateway/admin/internal.h"
-#include "gateway/conns.h"
+#include "gateway/connections/conns.h"
 #include "scheduler/scheduler.h"
 
 typedef struct worker_metric {

@@ -24,7 +24,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
-#include "gateway/conns.h"
+#include "gateway/connections/conns.h"
 
 #define ACCEPTS_PER_WAKEUP 16
 /* At the cap, idle connections closed per turn for the clients waiting in the backlog: a few, so

@@ -36,7 +36,7 @@
  */
 #include <string.h>
 #include <sys/socket.h>
-#include "gateway/conns.h"
+#include "gateway/connections/conns.h"
 #include <h2o/http2.h>
 /* the h2o of deps/h2o (docs/h2o.md); a build against Debian's unpatched package (-Dh2o=system,
  * for comparisons) leaves HTTP/2 connections alone */
