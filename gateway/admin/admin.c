@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "gateway/admin/internal.h"
+#include "gateway/connections/connections.h"
 
 #define ADMIN_MAX_BODY (1024 * 1024)
 #define ADMIN_IDLE_TIMEOUT_MS 10000

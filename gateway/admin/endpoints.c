@@ -11,6 +11,7 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 #include "gateway/admin/internal.h"
+#include "gateway/process.h"
 
 /* ---------------------------------------------------------------------------------------
  * Answers

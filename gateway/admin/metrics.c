@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "gateway/admin/internal.h"
-#include "gateway/connections/conns.h"
-#include "scheduler/scheduler.h"
+#include "gateway/dispatch.h"
+#include "gateway/connections/connections.h"
 
 typedef struct worker_metric {
     const char *name, *type, *help;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/admin/internal.h"
+#include "gateway/limits.h"
 
 /* One key copied out of the throttle (the key string is only valid during the callback). */
 typedef struct listed {

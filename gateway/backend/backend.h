@@ -75,8 +75,10 @@ mg_backend_header_t *mg_forward_header_list(mg_request_t *r, const char *server_
  */
 
 /* Starts forwarding `r` to its route's backend now: the response streams back to the client, with
- * backpressure, the backend's `timeout` and connect retries. Always ends with a response. */
-void mg_forward_start(mg_request_t *r);
+ * backpressure, the backend's `timeout` and connect retries. Always ends with a response. `over`
+ * (NULL: none) runs once when nothing more comes from the backend (the whole response came, or
+ * the transfer failed or was cancelled), which may be well before the client has read it all. */
+void mg_forward_start(mg_request_t *r, void (*over)(mg_request_t *r));
 /* Stops the backend side of a request whose client went away (or that is disposed): no response
  * is sent for it. Does nothing when `r` is not forwarding. */
 void mg_forward_cancel(mg_request_t *r);

@@ -18,6 +18,7 @@
  */
 #include <string.h>
 #include "gateway/backend/internal.h"
+#include "gateway/client_watch.h"
 
 #define HIGH_WATER (256 * 1024)
 
@@ -33,7 +34,8 @@ typedef enum mg_forward_state {
 typedef struct mg_forward {
     mg_request_t *r;
     mg_backend_conf_t *backend;
-    mg_exchange_t *x; /* the attempt running, NULL between attempts and after the last */
+    mg_exchange_t *x;              /* the attempt running, NULL between attempts and after the last */
+    void (*over)(mg_request_t *r); /* the backend side is over: called once, then NULL */
     mg_forward_state_t state;
     mg_attempt_result_t result; /* MG_FORWARD_ENDING: how the response ends */
     /* two conditions that come and go whatever the state */
@@ -106,9 +108,7 @@ static void start_response(mg_forward_t *f)
      * nobody sends, and the client, which did not ask for a HEAD, must not wait for it */
     if (is_head(f->r->send_method) && !is_head(f->r->method))
         req->res.content_length = 0;
-    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-request-id"), 0, NULL, f->r->request_id.base,
-                          f->r->request_id.len);
-    mg_limits_add_headers(f->r, req);
+    mg_request_add_own_headers(f->r, req);
     f->r->status = f->status;
     f->state = MG_FORWARD_STREAMING;
     /* from here on h2o writes to the client and reports a departure itself */
@@ -284,11 +284,15 @@ static void on_failed_before_response(mg_forward_t *f, mg_attempt_result_t resul
     }
 }
 
-/* Nothing more comes from the backend: its slot and the request's key turn pass on now, not
- * when the client has read the response (a slow reader would hold them as long as it likes). */
+/* Nothing more comes from the backend: its slot and the request's key turn pass on now (the
+ * starter's `over`), not when the client has read the response (a slow reader would hold them as
+ * long as it likes). */
 static void transfer_over(mg_forward_t *f)
 {
-    mg_dispatch_complete(f->r);
+    void (*over)(mg_request_t * r) = f->over;
+    f->over = NULL;
+    if (over != NULL)
+        over(f->r);
 }
 
 /* The backend is done: what `recv` holds goes out with the end of the response (an error
@@ -373,9 +377,10 @@ static int headers_are_safe(h2o_req_t *req)
     return 1;
 }
 
-void mg_forward_start(mg_request_t *r)
+void mg_forward_start(mg_request_t *r, void (*over)(mg_request_t *r))
 {
     mg_forward_t *f = forward_new(r);
+    f->over = over;
     if (!headers_are_safe(r->req)) {
         fail(f, 400, "bad-request", "a request header value contains CR, LF or NUL");
         return;

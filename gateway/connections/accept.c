@@ -1,6 +1,6 @@
 /*
- * The listeners' accept loop, limits.max_connections and max_connections_per_client, and the
- * overload state.
+ * The listening sockets and their accept loop, limits.max_connections and
+ * max_connections_per_client, and the overload state.
  *
  * Listeners are level-triggered h2o sockets: one that is readable and not accepted from wakes
  * the loop again at once. So a worker never leaves a listener in its loop when it will not
@@ -21,10 +21,12 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
-#include "gateway/connections/conns.h"
+#include "gateway/connections/internal.h"
 
 #define ACCEPTS_PER_WAKEUP 16
 /* At the cap, idle connections closed per turn for the clients waiting in the backlog: a few, so
@@ -263,6 +265,29 @@ void mg_conns_on_accept(h2o_socket_t *listener, const char *err)
 /* ---------------------------------------------------------------------------------------
  * Start: the descriptor limit
  */
+
+/* ---------------------------------------------------------------------------------------
+ * Listening sockets and descriptors (main thread)
+ */
+int mg_listen_socket(const struct sockaddr_storage *addr, socklen_t len, int backlog, int reuseport)
+{
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), on = 1;
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (reuseport)
+        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on));
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+    if (addr->ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+    if (bind(fd, (const struct sockaddr *)addr, len) != 0 || listen(fd, backlog) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
 
 uint64_t mg_nofile_raise(uint64_t *soft_before, uint64_t *hard)
 {

@@ -12,7 +12,7 @@
  * given back when h2o disposes the request, through a dispose callback in the request's pool:
  * after its response, or when its client leaves in the middle of the upload.
  */
-#include "gateway/connections/conns.h"
+#include "gateway/connections/internal.h"
 
 typedef struct body_charge {
     mg_overload_t *ov;

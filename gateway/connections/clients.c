@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
-#include "gateway/connections/conns.h"
+#include "gateway/connections/internal.h"
 
 #define SHARDS 64
 #define MIN_BUCKETS 16

@@ -36,7 +36,7 @@
  */
 #include <string.h>
 #include <sys/socket.h>
-#include "gateway/connections/conns.h"
+#include "gateway/connections/internal.h"
 #include <h2o/http2.h>
 /* the h2o of deps/h2o (docs/h2o.md); a build against Debian's unpatched package (-Dh2o=system,
  * for comparisons) leaves HTTP/2 connections alone */
@@ -349,4 +349,28 @@ void mg_conns_worker_stop(mg_worker_t *w)
     /* what a client would send on an idle connection now gets no answer anyway; the sweep goes
      * on closing those whose last request ends later (h2o keeps them alive after it) */
     close_idle(wc, SIZE_MAX, 0, SIZE_MAX);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Per-connection request rate: a fixed one-second window per connection, counted on the
+ * connection's own record, so no two connections can ever share a count (limits.c decides).
+ */
+int mg_conn_rate_count(h2o_conn_t *conn, uint64_t now_ms, unsigned cap)
+{
+    mg_conn_t *c = mg_conn_of(conn);
+    /* a connection the gateway did not accept has no record: never refused */
+    if (c == NULL)
+        return 0;
+    if (c->rate_second != (uint32_t)(now_ms / 1000)) {
+        c->rate_second = (uint32_t)(now_ms / 1000);
+        c->rate_count = 0;
+    }
+    if (c->rate_count < cap) {
+        c->rate_count++;
+        return 0;
+    }
+    if (c->rate_closed)
+        return 2;
+    c->rate_closed = 1;
+    return 1;
 }

@@ -1,7 +1,8 @@
 /* Header rules: what crosses the proxy (RFC 9110 7.6.1), and the access log format. */
 #include <criterion/criterion.h>
 #include <string.h>
-#include "gateway/internal.h"
+#include "gateway/headers.h"
+#include "gateway/accesslog.h"
 #include "gateway/phr.h"
 
 static int hop(const char *name, const mg_conn_tokens_t *t)

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include "gateway/connections/conns.h"
+#include "gateway/connections/internal.h"
 
 typedef struct fixture_conn {
     h2o_conn_t conn; /* sock->data: what h2o's HTTP/1 connection starts with */

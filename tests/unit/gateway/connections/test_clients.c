@@ -7,7 +7,7 @@
 #include <arpa/inet.h>
 #include <pthread.h>
 #include <string.h>
-#include "gateway/connections/conns.h"
+#include "gateway/connections/internal.h"
 
 static mg_clients_t *table;
 

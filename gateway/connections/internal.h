@@ -1,18 +1,12 @@
 /*
- * Client connections: one small record per connection (conns.c), the listeners' accept loop with
- * the connection caps and the overload state (accept.c), and the count of connections per client
- * address (clients.c). Private to the gateway's sources.
- *
- * The record hangs on the client socket's close hook (h2o_conn_t has no room for a caller's data;
- * h2o uses h2o_socket_t.on_close only for its client-side socket pools), made at accept and freed
- * when h2o closes the socket, whatever happened to the connection in between (a TLS handshake, an
- * h2c or WebSocket upgrade, an error): it lives exactly as long as the descriptor it counts.
+ * What gateway/connections' files share, and only they: the record of a connection and a
+ * worker's list of them (conns.c), the process's counts and the accept loop (accept.c), the
+ * connections per client address (clients.c).
  */
-#ifndef MG_GATEWAY_CONNS_H
-#define MG_GATEWAY_CONNS_H
+#ifndef MG_GATEWAY_CONNECTIONS_INTERNAL_H
+#define MG_GATEWAY_CONNECTIONS_INTERNAL_H
 
-#include <stdio.h>
-#include "gateway/internal.h"
+#include "gateway/connections/connections.h"
 
 /* ---------------------------------------------------------------------------------------
  * Connections per client address (clients.c): shared by the workers, one mutex per shard.
@@ -50,10 +44,6 @@ typedef struct mg_overload {
     mg_clients_t *clients;
 } mg_overload_t;
 
-/* At start (main thread, before anything opens many descriptors): raises the soft RLIMIT_NOFILE
- * to the hard limit, logs both, resolves `max_connections: auto` and makes the address table.
- * 0, or -1 after printing why. */
-int mg_overload_init(mg_gateway_t *gw);
 /* Raises the soft RLIMIT_NOFILE to the hard one (at most fs.nr_open); returns the soft limit in
  * force, with the limits found in *soft_before and *hard (UINT64_MAX: unlimited). */
 uint64_t mg_nofile_raise(uint64_t *soft_before, uint64_t *hard);
@@ -63,7 +53,6 @@ unsigned mg_max_connections(const mg_overload_t *ov, const mg_config_t *conf);
 /* ---------------------------------------------------------------------------------------
  * A worker's connections (conns.c, accept.c)
  */
-typedef struct mg_conn mg_conn_t;
 
 /* Why a worker's listeners are out of its loop. */
 typedef enum mg_pause {
@@ -122,23 +111,9 @@ struct mg_conn {
     uint8_t head_done : 1;            /* the input holds a whole head: a body is arriving */
 };
 
-/* The worker's connection state and timers (on the worker thread, before its listeners start). */
-void mg_conns_worker_init(mg_worker_t *w);
-/* Stopping: timers cancelled, and every idle connection closed (HTTP/1 between requests, HTTP/2
- * with no stream open); those with a request in progress close after it (h2o's shutdown). */
-void mg_conns_worker_stop(mg_worker_t *w);
-/* The listeners' read callback: accepts while there is room (accept.c). */
-void mg_conns_on_accept(h2o_socket_t *listener, const char *err);
-
-/* The record of a connection accepted by a worker; NULL for any other socket. */
-mg_conn_t *mg_conn_of(h2o_conn_t *conn);
 /* Makes the record of a socket just accepted and hangs it on the socket's close hook, linked as
  * waiting. NULL when out of memory (the caller closes the socket). */
 mg_conn_t *mg_conn_attach(mg_worker_conns_t *wc, h2o_socket_t *sock, mg_client_t *client);
-/* A request of the connection reached the handler / was disposed (`upgraded`: it handed the
- * connection over to a WebSocket). NULL is ignored. */
-void mg_conn_request_start(mg_conn_t *c);
-void mg_conn_request_end(mg_conn_t *c, int upgraded);
 /* How long a connection must have been idle to be reclaimed: at the cap, not accepted (or idle
  * since) this very loop turn, when h2o has not read what its client sent yet; above the
  * low-water mark, a second: a client between two requests is not cut for a margin. */
@@ -166,13 +141,5 @@ int mg__conns_has_idle(mg_worker_conns_t *wc, uint64_t min_idle);
 /* The listeners' part of a worker's init and stop. */
 void mg__conns_accept_init(mg_worker_conns_t *wc);
 void mg__conns_accept_stop(mg_worker_conns_t *wc);
-
-/* h2o's on_request_body_start (deps/h2o patch 0005): takes the body's bytes from
- * limits.max_buffered_request_bytes until the request is disposed, or refuses the request (-1: h2o
- * answers 503) when they do not fit (bodies.c). */
-int mg_bodies_on_start(h2o_req_t *req, size_t content_length);
-
-/* GET /metrics: the connection figures (accept.c). */
-void mg_conns_put_metrics(FILE *out, mg_gateway_t *gw, const mg_config_t *conf);
 
 #endif

@@ -1,14 +1,20 @@
 /*
- * The request handler: every request h2o accepts comes here, becomes a routing context, is
- * matched against the route tree and ends with exactly one response: the route's own
- * (`respond`), the backend's (`forward`), or a gateway-made error.
+ * The request handler: every request h2o accepts comes here, is checked, becomes a routing
+ * context, is matched against the route tree and ends with exactly one response: the route's own
+ * (`respond`, `redirect`), the backend's (`forward`, through dispatch), a WebSocket session's
+ * (tunnel, bridge), or a gateway-made error (response.c).
  */
 #include <arpa/inet.h>
 #include <stdio.h>
-#include <time.h>
 #include <string.h>
-#include "gateway/connections/conns.h"
+#include "gateway/internal.h"
+#include "gateway/accesslog.h"
+#include "gateway/dispatch.h"
+#include "gateway/headers.h"
+#include "gateway/limits.h"
+#include "gateway/process.h"
 #include "gateway/backend/backend.h"
+#include "gateway/connections/connections.h"
 #include "gateway/websocket/websocket.h"
 
 typedef struct mg_handler {
@@ -16,144 +22,9 @@ typedef struct mg_handler {
     mg_gateway_t *gw;
 } mg_handler_t;
 
-mg_worker_t *mg_worker_of(h2o_context_t *ctx)
-{
-    return H2O_STRUCT_FROM_MEMBER(mg_worker_t, ctx, ctx);
-}
-
-static const char *reason_phrase(int status)
-{
-    static const struct {
-        int status;
-        const char *reason;
-    } table[] = {{200, "OK"},
-                 {201, "Created"},
-                 {202, "Accepted"},
-                 {204, "No Content"},
-                 {301, "Moved Permanently"},
-                 {302, "Found"},
-                 {304, "Not Modified"},
-                 {307, "Temporary Redirect"},
-                 {308, "Permanent Redirect"},
-                 {400, "Bad Request"},
-                 {401, "Unauthorized"},
-                 {403, "Forbidden"},
-                 {404, "Not Found"},
-                 {405, "Method Not Allowed"},
-                 {413, "Payload Too Large"},
-                 {426, "Upgrade Required"},
-                 {429, "Too Many Requests"},
-                 {431, "Request Header Fields Too Large"},
-                 {500, "Internal Server Error"},
-                 {501, "Not Implemented"},
-                 {502, "Bad Gateway"},
-                 {503, "Service Unavailable"},
-                 {504, "Gateway Timeout"}};
-    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
-        if (table[i].status == status)
-            return table[i].reason;
-    return "";
-}
-
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
-void mg_request_log(mg_request_t *r)
-{
-    if (r->logged)
-        return;
-    r->logged = 1;
-    mg_stat_response(&r->worker->stats, r->status);
-    if (r->conf->access_log_fd < 0)
-        return;
-    mg_access_entry_t e = {.peer = r->peer, .method = r->method, .path = r->path, .status = r->status, .bytes = r->bytes_sent};
-    gettimeofday(&e.when, NULL);
-    if (r->route != NULL)
-        e.route = mg_str(r->route->name, strlen(r->route->name));
-    if (r->server != NULL)
-        e.server = mg_str(r->server, strlen(r->server));
-    e.request_id = r->request_id;
-    e.tenant = r->tenant;
-    e.duration_ms = (double)(now_us() - r->started_at) / 1000.0;
-    mg_access_write(r->conf->access_log_fd, &e);
-}
-
 static void add_header(h2o_req_t *req, const char *name, size_t nlen, const char *value, size_t vlen)
 {
     h2o_add_header_by_str(&req->pool, &req->res.headers, name, nlen, 0, NULL, value, vlen);
-}
-
-/* Sends a complete response with a body held in the pool; `r` is done with its request after. */
-static void send_inline(mg_request_t *r, int status, const char *reason, const char *body, size_t len)
-{
-    h2o_req_t *req = r->req;
-    req->res.status = status;
-    req->res.reason = reason;
-    req->res.content_length = len;
-    add_header(req, H2O_STRLIT("x-request-id"), r->request_id.base, r->request_id.len);
-    mg_limits_add_headers(r, req);
-    r->status = status;
-    r->bytes_sent = len;
-    r->req = NULL;
-    h2o_send_inline(req, body, len);
-    mg_request_log(r);
-}
-
-static void send_error(mg_request_t *r, int status, const char *code, const char *reason);
-
-void mg_request_send_error(mg_request_t *r, int status, const char *code, const char *reason)
-{
-    /* a backend head may have been copied in before the backend failed: none of it applies */
-    r->req->res.headers = (h2o_headers_t){NULL, 0, 0};
-    send_error(r, status, code, reason);
-}
-
-void mg_request_send_retry(mg_request_t *r, int status, const char *code, const char *reason, uint64_t retry_after_us)
-{
-    h2o_req_t *req = r->req;
-    uint64_t seconds = (retry_after_us + 999999) / 1000000; /* whole seconds, rounded up, >= 1 */
-    char *value = h2o_mem_alloc_pool(&req->pool, 24);
-    int len = snprintf(value, 24, "%llu", (unsigned long long)(seconds != 0 ? seconds : 1));
-    req->res.headers = (h2o_headers_t){NULL, 0, 0};
-    add_header(req, H2O_STRLIT("retry-after"), value, (size_t)len);
-    send_error(r, status, code, reason);
-}
-
-static void send_error(mg_request_t *r, int status, const char *code, const char *reason)
-{
-    h2o_req_t *req = r->req;
-    const char *route = r->route != NULL ? r->route->name : "-";
-    char *body = h2o_mem_alloc_pool(&req->pool, 256 + strlen(route));
-    int len = snprintf(body, 256 + strlen(route), "%d %s: %s (route %s)\n", status, reason_phrase(status), reason, route);
-    add_header(req, H2O_STRLIT("x-matchgate-error"), code, strlen(code));
-    add_header(req, H2O_STRLIT("content-type"), H2O_STRLIT("text/plain; charset=utf-8"));
-    send_inline(r, status, reason_phrase(status), body, (size_t)len);
-}
-
-/* A redirect: its status, Location and a one-line body. */
-static void send_redirect(mg_request_t *r, mg_str_t location)
-{
-    h2o_req_t *req = r->req;
-    size_t size = location.len + 32;
-    char *body = h2o_mem_alloc_pool(&req->pool, size);
-    int len = snprintf(body, size, "Redirecting to %.*s\n", (int)location.len, location.base);
-    add_header(req, H2O_STRLIT("location"), location.base, location.len);
-    add_header(req, H2O_STRLIT("content-type"), H2O_STRLIT("text/plain; charset=utf-8"));
-    send_inline(r, r->route->redirect.status, reason_phrase(r->route->redirect.status), body, (size_t)len);
-}
-
-static void send_respond(mg_request_t *r)
-{
-    const mg_route_t *route = r->route;
-    for (size_t i = 0; i < route->respond.num_headers; i++) {
-        const mg_header_t *h = &route->respond.headers[i];
-        add_header(r->req, h->name.base, h->name.len, h->value.base, h->value.len);
-    }
-    send_inline(r, route->respond.status, reason_phrase(route->respond.status), route->respond.body, route->respond.body_len);
 }
 
 /* Called when h2o frees the request: the client got its response or went away. */
@@ -287,7 +158,7 @@ static mg_request_t *request_new(mg_worker_t *w, h2o_req_t *req)
     r->conn = mg_conn_of(req->conn);
     mg_conn_request_start(r->conn);
     r->conf = mg_worker_conf_hold(w);
-    r->started_at = now_us();
+    r->started_at = mg_monotonic_us();
     r->method = mg_str(req->method.base, req->method.len);
     r->path = mg_str(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len);
     r->peer = peer_of(req);
@@ -308,25 +179,16 @@ static void replace_request_headers(h2o_req_t *req, const mg_ctx_t *ctx)
     }
 }
 
-/* A plain request on a bridge route. RFC 9110 15.5.22: a 426 names the protocol to upgrade to,
- * in HTTP/1 (HTTP/2 forbids the Upgrade header; RFC 9113 8.2.2). */
-static void send_upgrade_required(mg_request_t *r)
-{
-    r->req->res.headers = (h2o_headers_t){NULL, 0, 0};
-    if (r->req->version < 0x200)
-        add_header(r->req, H2O_STRLIT("upgrade"), H2O_STRLIT("websocket"));
-    send_error(r, 426, "bad-request", "this route takes WebSocket upgrades");
-}
-
-/* The route is chosen and its actions applied: answer, or forward what the actions made. */
-static void dispatch(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_result_t *res)
+/* The route is chosen and its actions applied: its terminal answers, or takes what the actions
+ * made to the backend (forward, through the backend's scheduler), a WebSocket tunnel or bridge. */
+static void run_terminal(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_result_t *res)
 {
     if (r->route->kind == MG_ROUTE_RESPOND) {
-        send_respond(r);
+        mg_request_send_respond(r);
         return;
     }
     if (r->route->kind == MG_ROUTE_REDIRECT) {
-        send_redirect(r, res->location);
+        mg_request_send_redirect(r, res->location);
         return;
     }
     r->send_method = ctx->method;
@@ -339,7 +201,7 @@ static void dispatch(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_result
         if (ctx->websocket)
             mg_ws_bridge_start(r, ctx);
         else /* the bridge speaks messages over a WebSocket only: there is nothing to forward */
-            send_upgrade_required(r);
+            mg_request_send_upgrade_required(r);
         return;
     }
     if (ctx->websocket)
@@ -415,7 +277,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     else if (mg_route_apply(r->route, &ctx, &res) != 0)
         mg_request_send_error(r, 400, "bad-request", res.error);
     else
-        dispatch(r, &ctx, &res);
+        run_terminal(r, &ctx, &res);
     return 0;
 }
 
@@ -452,7 +314,7 @@ static void on_early_response(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t 
     h2o_setup_next_ostream(req, slot);
 }
 
-void mg_proxy_register(mg_gateway_t *gw, h2o_hostconf_t *hostconf, h2o_pathconf_t *pathconf)
+void mg_handler_register(mg_gateway_t *gw, h2o_hostconf_t *hostconf, h2o_pathconf_t *pathconf)
 {
     mg_handler_t *h = (mg_handler_t *)h2o_create_handler(pathconf, sizeof(*h));
     h->super.on_req = on_req;
