@@ -119,6 +119,32 @@ Test(store_client, noscript_is_answered_by_sending_the_script, .init = start_or_
     h_fini(&h);
 }
 
+Test(store_client, retarget_keeps_the_connection_for_the_same_servers, .init = start_or_skip, .fini = stop)
+{
+    harness_t h;
+    ask_t a;
+    const char *err;
+    h_options_t o = options();
+    h_init(&h, &o);
+    h_wait_connected(&h);
+    mg_store_conf_t same = {.servers = o.servers, .num_servers = 1, .timeout_us = 80000, .key_prefix = "v2:"};
+    mg_store_t *next = mg_store_new(&same, &err);
+    cr_assert_eq(mg_store_client_retarget(h.client, next), 0);
+    mg_store_free(h.store);
+    h.store = next;
+    h_ask(&h, &a, "acme", "t", TEN_SECONDS_FIVE);
+    h_wait_answers(&h, 1, 2000);
+    cr_expect_eq(a.r.failure, MG_STORE_OK);
+    cr_expect_eq(h_stats(&h).connects, 1, "the same connection");
+    cr_expect_eq(rs_integer(&server, "EXISTS v2:{acme}t"), 1, "the new prefix");
+    mg_store_addr_t elsewhere = {"127.0.0.1", (uint16_t)(server.port + 1)};
+    mg_store_conf_t other = {.servers = &elsewhere, .num_servers = 1, .timeout_us = 80000, .key_prefix = "v2:"};
+    mg_store_t *third = mg_store_new(&other, &err);
+    cr_expect_eq(mg_store_client_retarget(h.client, third), -1, "another server needs another client");
+    mg_store_free(third);
+    h_fini(&h);
+}
+
 static void start_with_password(void)
 {
     static const char *const extra[] = {"--requirepass", "s3cret", NULL};
