@@ -189,7 +189,7 @@ Test(store_client, password_and_database, .init = start_with_password, .fini = s
 
 typedef struct run {
     harness_t *h;
-    ask_t asks[4096];
+    ask_t asks[10000];
     int issued;
     uint64_t max_latency;
     int shared, fallback, admitted_in_fallback[5];
@@ -201,7 +201,7 @@ static void hammer(run_t *r, int ms)
 {
     static const mg_quota_t q = {30, 1000000};
     uint64_t tick = tl_now_us(), until = tick + (uint64_t)ms * 1000;
-    for (; tick < until && r->issued + 5 <= 4096; tick += 1000) {
+    for (; tick < until && r->issued + 5 <= 10000; tick += 1000) {
         for (int t = 0; t < 5; t++) {
             char tag[8];
             snprintf(tag, sizeof(tag), "k%d", t);
@@ -257,6 +257,32 @@ Test(store_client, a_redis_that_stops_answering_costs_one_timeout, .init = start
     h_ask(&h, &a, "after", "t", TEN_SECONDS_FIVE);
     h_wait_answers(&h, r.issued + 1, 2000);
     cr_expect_eq(a.r.failure, MG_STORE_OK);
+    h_fini(&h);
+}
+
+Test(store_client, a_connection_that_answers_nothing_for_long_is_made_again, .init = start_or_skip, .fini = stop)
+{
+    harness_t h;
+    static run_t r;
+    h_options_t o = options();
+    h_init(&h, &o);
+    memset(&r, 0, sizeof(r));
+    r.h = &h;
+    h_wait_connected(&h);
+    /* stopped for longer than max(1 s, 4 timeouts): the probe gets no answer, the connection is
+     * closed and made again (the kernel still accepts it), its handshake waits */
+    kill(server.pid, SIGSTOP);
+    hammer(&r, 1600);
+    settle(&r);
+    cr_expect_eq(r.fallback, r.issued);
+    cr_expect(r.max_latency <= 50000 + 40000, "%llu us", (unsigned long long)r.max_latency);
+    cr_expect(h_stats(&h).disconnects >= 1, "the silent connection was dropped");
+    cr_expect(strstr(h.last_event, "no answer") != NULL, "%s", h.last_event);
+    uint64_t resumed = tl_now_us(), connects = h_stats(&h).connects;
+    kill(server.pid, SIGCONT);
+    cr_assert(tl_run_until(h.loop, h_connected, &h, 1000), "shared again within a second");
+    cr_log_info("shared again %llu ms after SIGCONT", (unsigned long long)(tl_now_us() - resumed) / 1000);
+    cr_expect(h_stats(&h).connects > connects, "on a new connection");
     h_fini(&h);
 }
 
