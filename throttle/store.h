@@ -131,8 +131,9 @@ typedef struct mg_store_client_conf {
 mg_store_client_t *mg_store_client_new(mg_store_t *store, const mg_store_client_conf_t *conf);
 
 /* Closes every connection. Decisions still pending are answered first (on_failure,
- * MG_STORE_DOWN), so nothing waits forever; their done callbacks must not start new ones (they
- * would be answered at once the same way). Not from inside one of the client's callbacks. */
+ * MG_STORE_DOWN), so nothing waits forever; a decision a done callback starts meanwhile is
+ * answered at once the same way (MG_STORE_ANSWERED). Not from inside one of the client's
+ * callbacks. */
 void mg_store_client_free(mg_store_client_t *c);
 
 /* Serve `store` from now on, keeping the connections: only if mg_store_same_servers(current,
