@@ -318,9 +318,11 @@ static int gateway_init(mg_gateway_t *gw, mg_config_t *conf)
 int mg_gateway_run(mg_config_t *conf)
 {
     mg_gateway_t *gw = &gateway;
+    /* before anything can start a thread (liburcu's, the admin thread): every thread inherits the
+     * mask, so only the main thread's sigwait ever takes SIGTERM, SIGINT or SIGHUP */
+    mg_signals_block();
     if (gateway_init(gw, conf) != 0)
         return 1;
-    mg_signals_block();
     for (unsigned i = 0; i < conf->workers; i++) {
         prepare_worker(gw, &gw->workers[i], i);
         pthread_create(&gw->workers[i].thread, NULL, worker_main, &gw->workers[i]);
