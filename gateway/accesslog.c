@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "gateway/internal.h"
+#include "gateway/accesslog.h"
 
 typedef struct out {
     char *p, *end;

@@ -1,5 +1,7 @@
 /*
- * Who holds which configuration, so that a reload never frees one under a running request.
+ * Who holds which configuration, so that a reload never frees one under a running request; and the
+ * reload itself, which makes a new configuration the gateway's (any thread but a worker's: the
+ * main thread on SIGHUP, the admin thread on POST /reload).
  *
  * A request must not touch a shared atomic counter to start and end (every worker would write the
  * same cache line), so each worker keeps its own records: one "hold" per configuration it uses,
@@ -8,8 +10,11 @@
  * gives its reference back; the last reference frees the configuration (mg_config_release).
  */
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
-#include "gateway/internal.h"
+#include "gateway/process.h"
+#include "gateway/dispatch.h"
+#include "gateway/limits.h"
 
 typedef struct mg_conf_hold {
     mg_config_t *conf; /* one reference */
@@ -113,4 +118,56 @@ void mg_worker_conf_dispose(mg_worker_t *w)
         free(hold);
     }
     w->conf = NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Reload
+ */
+
+/*
+ * Runs once after each successful swap, in the thread doing the reload (the main thread on
+ * SIGHUP, the admin thread on POST /reload), before `old` loses the gateway's reference. Workers
+ * may already serve requests on `new`.
+ */
+static void on_config_swapped(mg_gateway_t *gw, mg_config_t *old, mg_config_t *new)
+{
+    /* every key at once onto the quotas of `new`, so that /tenants and eviction see them now;
+     * a request on `new` meeting a key first would migrate it anyway (throttle.h) */
+    mg_limits_requota(gw->throttle, new);
+}
+
+static void log_reload(mg_gateway_t *gw, const mg_errors_t *errs, int ok)
+{
+    mg_errors_print(errs, stderr);
+    if (ok)
+        fprintf(stderr, "matchgate: configuration reloaded from %s: generation %llu\n", gw->conf->file,
+                (unsigned long long)gw->conf->generation);
+    else
+        fprintf(stderr, "matchgate: reload of %s failed (%zu error%s): still serving generation %llu\n", gw->conf->file,
+                errs->num_errors, errs->num_errors == 1 ? "" : "s", (unsigned long long)gw->conf->generation);
+}
+
+int mg_gateway_reload(mg_gateway_t *gw, mg_errors_t *errs)
+{
+    pthread_mutex_lock(&gw->reload_lock);
+    /* only a reload writes gw->conf, and this one holds the lock: no reference needed to read it */
+    mg_config_t *conf = mg_config_reload_checked(gw->conf, errs);
+    if (conf != NULL && mg_config_open_access_log(conf, errs) != 0) {
+        mg_config_free(conf);
+        conf = NULL;
+    }
+    if (conf != NULL && mg_dispatch_bind(gw, conf) != 0) {
+        mg_errors_add(errs, NULL, "out of memory for the backends' schedulers");
+        mg_config_free(conf);
+        conf = NULL;
+    }
+    if (conf != NULL) {
+        mg_config_t *old = mg__gateway_conf_publish(gw, conf);
+        on_config_swapped(gw, old, conf);
+        mg_config_release(old);
+    }
+    atomic_fetch_add(conf != NULL ? &gw->reloads_ok : &gw->reloads_failed, 1);
+    log_reload(gw, errs, conf != NULL);
+    pthread_mutex_unlock(&gw->reload_lock);
+    return conf != NULL ? 0 : -1;
 }

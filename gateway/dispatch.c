@@ -12,8 +12,8 @@
  *          -> refused (FULL, KEY_FULL, GROUP_FULL, DRAINING, NOMEM): 503 queue-full + Retry-After.
  * The job is completed (its slot and its key's turn passed on) as soon as the backend transfer
  * is over: the backend has answered in full (the client may still be reading it), or the
- * transfer failed or was cancelled (forward.c calls mg_dispatch_complete). A client that reads
- * slowly so holds neither a slot nor its key's turn. mg_dispatch_complete clears r->job, so it
+ * transfer failed or was cancelled (the forward's `over` callback is complete_job). A client that reads
+ * slowly so holds neither a slot nor its key's turn. complete_job clears r->job, so it
  * happens once; the dispose of the request completes a job still running (mg_dispatch_release).
  * A request disposed while its job waits withdraws it (mg_sched_cancel); if the callback was
  * already posted, the job stays, orphaned, until it comes.
@@ -32,8 +32,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/internal.h"
-#include "scheduler/scheduler.h"
+#include "gateway/dispatch.h"
+#include "gateway/client_watch.h"
+#include "gateway/backend/backend.h"
 
 /* Waiting requests per backend beyond which new ones get 503 queue-full. */
 #define QUEUE_MAX 10000
@@ -200,7 +201,7 @@ mg_sched_result_t mg_turn_submit(mg_turn_t *t, mg_worker_t *w, mg_backend_sched_
                                  mg_sched_priority_t priority, mg_sched_run_cb cb)
 {
     mg_sched_names_t names = {key.base, key.len, client.base, client.len};
-    w->jobs++;
+    w->turns++;
     t->bs = bs;
     t->running = 0;
     t->submitted_us = mg_sched_now_us();
@@ -233,7 +234,7 @@ int mg_turn_cancel(mg_turn_t *t)
 
 void mg_turn_finished(mg_worker_t *w)
 {
-    w->jobs--;
+    w->turns--;
 }
 
 /* The tenant when there is one: it is whom the fair share is for. Otherwise the connection, not
@@ -273,10 +274,23 @@ static void job_free(mg_job_t *job, mg_worker_t *w)
     free(job);
 }
 
+/* The backend transfer of `r` is over (answered in full, failed or cancelled): completes its
+ * running job, so that its slot and its key's turn pass on while the client may still be
+ * reading. Clears r->job; does nothing when there is no running job. */
+static void complete_job(mg_request_t *r)
+{
+    mg_job_t *job = r->job;
+    if (job == NULL || !job->turn.running)
+        return;
+    r->job = NULL;
+    mg_turn_complete(&job->turn);
+    job_free(job, r->worker);
+}
+
 static void job_start(mg_job_t *job)
 {
     mg_turn_started(&job->turn);
-    mg_forward_start(job->r);
+    mg_forward_start(job->r, complete_job);
 }
 
 static void on_watch_gone(mg_client_watch_t *cw)
@@ -376,7 +390,7 @@ void mg_dispatch_forward(mg_request_t *r, const mg_ctx_t *ctx)
     char client_buf[MG_TURN_CLIENT_LEN];
 
     if (b->sched == NULL) { /* not bound (unit tests of the handler): no scheduling */
-        mg_forward_start(r);
+        mg_forward_start(r, NULL);
         return;
     }
     int err = order_of(r, ctx, &key, &priority);
@@ -408,23 +422,13 @@ void mg_dispatch_forward(mg_request_t *r, const mg_ctx_t *ctx)
     }
 }
 
-void mg_dispatch_complete(mg_request_t *r)
-{
-    mg_job_t *job = r->job;
-    if (job == NULL || !job->turn.running)
-        return;
-    r->job = NULL;
-    mg_turn_complete(&job->turn);
-    job_free(job, r->worker);
-}
-
 void mg_dispatch_release(mg_request_t *r)
 {
     mg_job_t *job = r->job;
     if (job == NULL)
         return;
     if (job->turn.running) {
-        mg_dispatch_complete(r);
+        complete_job(r);
         return;
     }
     r->job = NULL;

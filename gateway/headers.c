@@ -2,11 +2,12 @@
  * Which headers cross the proxy, and which are well-formed. RFC 9110 7.6.1: hop-by-hop fields,
  * and every field the Connection header names, apply to one connection only and are removed in
  * both directions. RFC 9110 5.1, 5.5 and RFC 9112 5, 6: what a field and a request's framing
- * must look like for the gateway to pass a message on.
+ * must look like for the gateway to pass a message on; RFC 3986 3.2: what a Host may name.
  */
+#include <arpa/inet.h>
 #include <string.h>
 #include <strings.h>
-#include "gateway/internal.h"
+#include "gateway/headers.h"
 #include "gateway/phr.h"
 
 static int token_char_is_space(char c)
@@ -57,14 +58,6 @@ int mg_header_is_hop_by_hop(const char *name, size_t len, const mg_conn_tokens_t
             if (strlen(tokens->names[i]) == len && memcmp(tokens->names[i], name, len) == 0)
                 return 1;
     return 0;
-}
-
-int mg_header_is_replaced_in_response(const char *name, size_t len)
-{
-    /* h2o writes its own Date and Server, and frames the body itself (content-length is
-     * passed as a number, not as a header); the request id is the one the gateway sent */
-    static const char *const replaced[] = {"date", "server", "content-length", "x-request-id", NULL};
-    return is_listed(name, len, replaced);
 }
 
 int mg_header_value_is_safe(const char *value, size_t len)
@@ -196,4 +189,89 @@ const char *mg_request_head_error(const h2o_req_t *req)
             return why;
     }
     return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The authority a request names
+ */
+/* RFC 3986 2.3 unreserved and 2.2 sub-delims: the characters of a reg-name besides pct-encoded. */
+static int is_reg_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("-._~!$&'()*+,;=", c) != NULL);
+}
+
+static int is_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* The length of the reg-name (or IPv4 address, a subset) at s, 0 when there is none. */
+static size_t reg_name_len(const char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        if (s[i] == '%' && i + 2 < len && is_hex(s[i + 1]) && is_hex(s[i + 2]))
+            i += 3;
+        else if (is_reg_name_char(s[i]))
+            i++;
+        else
+            break;
+    }
+    return i;
+}
+
+/* RFC 3986 IPvFuture: "v" 1*HEXDIG "." 1*( unreserved / sub-delims / ":" ). */
+static int is_ipv_future(const char *s, size_t n)
+{
+    size_t i = 1;
+    if (n < 4 || (s[0] != 'v' && s[0] != 'V'))
+        return 0;
+    while (i < n && is_hex(s[i]))
+        i++;
+    if (i == 1 || i + 1 >= n || s[i] != '.')
+        return 0;
+    for (i++; i < n; i++)
+        if (s[i] != ':' && !is_reg_name_char(s[i]))
+            return 0;
+    return 1;
+}
+
+static int is_ipv6(const char *s, size_t n)
+{
+    char addr[INET6_ADDRSTRLEN];
+    struct in6_addr in6;
+    if (n == 0 || n >= sizeof(addr))
+        return 0;
+    memcpy(addr, s, n);
+    addr[n] = '\0';
+    return inet_pton(AF_INET6, addr, &in6) == 1;
+}
+
+/* The length of the IP-literal ("[" IPv6address / IPvFuture "]") at s, 0 when it is not one. */
+static size_t ip_literal_len(const char *s, size_t len)
+{
+    const char *close = len != 0 && s[0] == '[' ? memchr(s, ']', len) : NULL;
+    if (close == NULL)
+        return 0;
+    size_t n = (size_t)(close - s - 1);
+    return is_ipv_future(s + 1, n) || is_ipv6(s + 1, n) ? n + 2 : 0;
+}
+
+int mg_authority_is_valid(const char *s, size_t len)
+{
+    size_t host = len != 0 && s[0] == '[' ? ip_literal_len(s, len) : reg_name_len(s, len);
+    if (host == 0)
+        return 0;
+    if (host == len)
+        return 1;
+    if (s[host] != ':' || len - host - 1 > 5)
+        return 0;
+    unsigned port = 0;
+    for (size_t i = host + 1; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        port = port * 10 + (unsigned)(s[i] - '0');
+    }
+    return port <= 65535;
 }

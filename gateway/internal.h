@@ -1,99 +1,18 @@
 /*
- * gateway internals shared by its source files (not a public door: other modules use
- * gateway.h). Everything here runs on a worker thread unless said otherwise.
+ * gateway internals: the worker, the request and the timer, which every part of the gateway
+ * shares (not a public door: other modules use gateway.h). Each part has a header of its own for
+ * the rest: headers.h, accesslog.h, client_watch.h, limits.h, dispatch.h, process.h here, and a
+ * door per room (config/config.h, backend/backend.h, websocket/websocket.h, admin/admin.h,
+ * connections/connections.h). Everything here runs on a worker thread unless said otherwise.
  */
 #ifndef MG_GATEWAY_INTERNAL_H
 #define MG_GATEWAY_INTERNAL_H
 
 #include <pthread.h>
-#include <curl/curl.h>
+#include <time.h>
 #include <h2o.h>
-#include <jansson.h>
 #include "gateway/gateway.h"
-#include "gateway/ws.h"
-#include "scheduler/scheduler.h"
 #include "throttle/throttle.h"
-
-/* ---------------------------------------------------------------------------------------
- * Header rules (headers.c): pure functions, unit-tested.
- */
-
-/* The header names listed in Connection (RFC 9110 7.6.1), lower-cased, at most 16 kept. */
-typedef struct mg_conn_tokens {
-    char names[16][32];
-    size_t size;
-} mg_conn_tokens_t;
-
-/* Adds the comma-separated tokens of one Connection header value. */
-void mg_conn_tokens_add(mg_conn_tokens_t *tokens, const char *value, size_t len);
-/* 1 when the header must not cross the proxy: hop-by-hop, or named in Connection. `name` is lower case. */
-int mg_header_is_hop_by_hop(const char *name, size_t len, const mg_conn_tokens_t *tokens);
-/* 1 when `name` (lower case) is a response header the gateway sets itself (date, server,
- * content-length, x-request-id). */
-int mg_header_is_replaced_in_response(const char *name, size_t len);
-/* 1 when the value can be forwarded as is: no CR, LF or NUL. */
-int mg_header_value_is_safe(const char *value, size_t len);
-/* Removes, in place and keeping the order of the rest, the hop-by-hop fields of a request as the
- * client sent it, and every field its Connection headers name (Connection included). */
-void mg_headers_strip_hop_by_hop(h2o_headers_t *headers);
-/* The RFC 9112 framing rules h2o 2.2.5 does not apply to an HTTP/1 request head, on its fields as
- * picohttpparser read them: no folded line, at most one Host, Content-Length values that agree,
- * Transfer-Encoding only as a single `chunked`, never with Content-Length, never in HTTP/1.0.
- * NULL when the head keeps them, else what is wrong. */
-struct phr_header;
-const char *mg_http1_framing_error(const struct phr_header *headers, size_t n, int minor_version);
-/* RFC 9110 5.1, 5.5 for one field of a client's request: a token for a name, no control character
- * but HTAB in the value; over HTTP/2 (`http2`) no white space at either end of the value either
- * (RFC 9113 8.2.1). NULL when valid, else what is wrong. */
-const char *mg_request_field_error(const char *name, size_t nlen, const char *value, size_t vlen, int http2);
-/* Why the request's method and header fields cannot be passed on, NULL when they can: the
- * method must be a token (RFC 9110 9.1; h2o checks neither HTTP/2's :method nor all of an
- * HTTP/1 method), every field pass mg_request_field_error (h2o's HTTP/1 parser applies the
- * field rules itself, its HPACK decoder not all of them). Checked once per request, before
- * routing, whatever the route does with it (forward, tunnel, bridge). */
-const char *mg_request_head_error(const h2o_req_t *req);
-/* Splits a header line of a backend's response ("Name: value", without CR LF) into its name
- * (lower-cased in place; white space before the colon dropped, RFC 9112 5.1) and its value
- * (surrounding white space trimmed). -1 when it is not a valid field: no colon, a name that is not
- * a token (a folded line starts with white space), a value with a control character (RFC 9110 5.5). */
-int mg_header_line_split(h2o_iovec_t line, h2o_iovec_t *name, h2o_iovec_t *value);
-
-/* ---------------------------------------------------------------------------------------
- * URLs (url.c)
- */
-
-/*
- * Writes base + path + ("?" query when query is non-empty) into out (NUL-terminated). `base`
- * is a server url without trailing '/' ("http://h:p" or "http://h:p/prefix"); `path` starts
- * with '/'. Returns the length, or -1 when it does not fit.
- */
-long mg_url_build(char *out, size_t size, const char *base, mg_str_t path, mg_str_t query);
-/* 1 when s[0..len) is an authority as Host and :authority carry it (RFC 9110 7.2, RFC 3986 3.2.2,
- * 3.2.3): a non-empty host (a reg-name or IPv4 address: unreserved, sub-delims and pct-encoded
- * characters; or an IP-literal in brackets) and an optional ":" port (at most 65535). No userinfo,
- * no white space, '/', '?', '#', '@', '\\' or control character. */
-int mg_authority_is_valid(const char *s, size_t len);
-/* 1 for methods that may be retried on another server: GET HEAD OPTIONS PUT DELETE TRACE. */
-int mg_method_is_idempotent(mg_str_t method);
-/* 1 for methods that primary_for_writes sends to the primary: POST PUT PATCH DELETE. */
-int mg_method_is_write(mg_str_t method);
-
-/* ---------------------------------------------------------------------------------------
- * Access log (accesslog.c): one JSON object per line, one write(2) per line.
- */
-typedef struct mg_access_entry {
-    struct timeval when;
-    mg_str_t peer, method, path, route, tenant, server, request_id;
-    int status;
-    uint64_t bytes;
-    double duration_ms;
-} mg_access_entry_t;
-
-/* Long enough for any entry: fields are capped (path at 1 KiB) and escaping grows them at most 6x. */
-#define MG_ACCESS_LINE_MAX 12288
-/* Formats `e` as one JSON line into buf (MG_ACCESS_LINE_MAX bytes); returns the length. */
-size_t mg_access_format(const mg_access_entry_t *e, char *buf, size_t size);
-void mg_access_write(int fd, const mg_access_entry_t *e);
 
 /* ---------------------------------------------------------------------------------------
  * Deadline timers (timer.c): any delay, on a worker's loop, at millisecond precision.
@@ -122,57 +41,7 @@ void mg_timer_cancel(mg_timer_t *timer);
 int mg_timer_is_set(const mg_timer_t *timer);
 
 /* ---------------------------------------------------------------------------------------
- * Client watch (client_watch.c): notices an HTTP/1 client leaving while its request waits.
- */
-typedef struct mg_client_watch {
-    mg_timer_t arm;
-    h2o_socket_t *sock; /* on a dup of the client's fd, once armed */
-    h2o_req_t *req;
-    void (*on_gone)(struct mg_client_watch *cw);
-} mg_client_watch_t;
-
-/* Starts watching (after a short delay, HTTP/1 only); `on_gone` runs at most once, on the loop. */
-void mg_client_watch_start(mg_client_watch_t *cw, mg_timers_t *timers, h2o_req_t *req, void (*on_gone)(mg_client_watch_t *cw));
-/* Ends the watch; safe to call more than once. */
-void mg_client_watch_stop(mg_client_watch_t *cw);
-/* Drops a client's connection under h2o (shutdown of its socket): whatever h2o is writing
- * fails and h2o frees the request (HTTP/2: every stream of the connection). -1 when the
- * connection has no socket. */
-int mg_client_abort(h2o_req_t *req);
-
-/* ---------------------------------------------------------------------------------------
- * Upstream (upstream.c): a libcurl multi handle driven by one worker's h2o loop.
- */
-typedef struct mg_upstream mg_upstream_t;
-typedef struct mg_upstream_callbacks {
-    /* curl has run (data may have arrived through write callbacks): time to send it on. */
-    void (*flush)(void *cb_arg);
-} mg_upstream_callbacks_t;
-
-/* The first member of whatever owns a transfer (a forward, a bridge call). */
-typedef struct mg_transfer {
-    /* The transfer ended (CURLE_OK or the error); it is out of the multi handle, and the easy
-     * handle stays the owner's until mg_upstream_release. */
-    void (*done)(struct mg_transfer *transfer, CURL *easy, CURLcode result);
-} mg_transfer_t;
-
-mg_upstream_t *mg_upstream_create(h2o_loop_t *loop, mg_timers_t *timers, const mg_upstream_callbacks_t *cbs, void *cb_arg);
-void mg_upstream_destroy(mg_upstream_t *up);
-/* A reset easy handle (from a free list), with the options every transfer shares already set. */
-CURL *mg_upstream_acquire(mg_upstream_t *up);
-/* Starts the transfer; transfer->done runs once for it, later, on the loop. 0, or -1 if curl
- * refused it. */
-int mg_upstream_start(mg_upstream_t *up, CURL *easy, mg_transfer_t *transfer);
-/* Stops a started transfer (no callback follows) or returns an idle handle to the free list. */
-void mg_upstream_release(mg_upstream_t *up, CURL *easy);
-/* 1 when a transfer that ended with `result` never got a connection (refused, unresolved, or
- * connect_timeout): another server may be tried. */
-int mg_upstream_never_connected(CURL *easy, CURLcode result);
-/* Resumes a transfer paused by its write callback; safe from any loop callback. */
-void mg_upstream_resume(mg_upstream_t *up, CURL *easy);
-
-/* ---------------------------------------------------------------------------------------
- * Process, workers and the request handler
+ * Workers and the process that owns them
  */
 typedef struct mg_gateway mg_gateway_t;
 
@@ -231,9 +100,6 @@ static inline uint64_t mg_splitmix64(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-/* A listening socket (non-blocking, close-on-exec) on `addr`, or -1 with errno (server.c). */
-int mg_listen_socket(const struct sockaddr_storage *addr, socklen_t len, int backlog, int reuseport);
-
 typedef struct mg_expiry mg_expiry_t;
 
 typedef struct mg_worker {
@@ -244,48 +110,27 @@ typedef struct mg_worker {
     h2o_accept_ctx_t *accept_ctxs; /* one per listener */
     h2o_socket_t **listeners;      /* one per listener, NULL once closed */
     int *listen_fds;
-    mg_upstream_t *upstream;
+    struct mg_backend_worker *backend; /* its clients to backends (gateway/backend/) */
     h2o_multithread_queue_t *queue;
     h2o_multithread_receiver_t stop_receiver;
     h2o_multithread_receiver_t conf_receiver;  /* "a reload swapped the configuration" */
-    h2o_multithread_receiver_t sched_receiver; /* jobs the schedulers hand to this worker (dispatch.c) */
-    h2o_multithread_receiver_t ws_receiver;    /* admin commands for this worker's WebSocket sessions */
-    h2o_linklist_t ws_sessions;                /* mg_ws_session_t.worker_link */
-    size_t num_sessions;
-    mg_expiry_t **expiries; /* queue_timeout timers, by mg_backend_sched_t.index */
+    h2o_multithread_receiver_t sched_receiver; /* turns the schedulers hand to this worker (dispatch.c) */
+    struct mg_ws_worker *ws;                   /* its WebSocket sessions (gateway/websocket/) */
+    mg_expiry_t **expiries;                    /* queue_timeout timers, by mg_backend_sched_t.index */
     size_t num_expiries;
-    uint64_t jobs;              /* dispatch jobs alive on this worker, orphans included */
+    uint64_t turns;             /* scheduler turns alive on this worker, orphans included (dispatch.c) */
     mg_config_t *conf;          /* current: what requests starting now use */
     struct mg_conf_hold *holds; /* configurations this worker holds (conf_refs.c) */
     mg_worker_stats_t stats;
-    h2o_linklist_t flush_list; /* forwards with body bytes waiting to be sent to the client */
     mg_timers_t timers;
     mg_timer_t evict_timer;        /* worker 0: forgets idle throttle keys once a second */
-    struct mg_worker_conns *conns; /* its client connections (conns.h) */
+    struct mg_worker_conns *conns; /* its client connections (gateway/connections/) */
     int stopping;
     uint64_t rng[2]; /* request id generator state */
 } mg_worker_t;
 
 typedef struct mg_admin mg_admin_t;
-
-/* Upper bounds of the waiting-time histogram's buckets, in microseconds (+Inf is the count). */
-#define MG_WAIT_BUCKETS 12
-#define MG_WAIT_BUCKET_BOUNDS_US                                                                                                   \
-    {                                                                                                                              \
-        1000, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000                               \
-    }
-
-/* A backend's scheduler, kept by name for the life of the process: a reload that keeps the
- * backend keeps its waiting requests (dispatch.c). Counters for /metrics beside it. */
-typedef struct mg_backend_sched {
-    char *name;
-    struct mg_sched *sched;
-    size_t index;                                       /* in mg_gateway.scheds */
-    atomic_uint_fast64_t wait_buckets[MG_WAIT_BUCKETS]; /* started requests by time waited (not cumulative) */
-    atomic_uint_fast64_t wait_count, wait_sum_us;
-    atomic_uint_fast64_t running; /* requests sent (started) and not yet completed */
-    atomic_uint share;            /* max_queued_per_key of the configuration in use (a bridge's read bound) */
-} mg_backend_sched_t;
+typedef struct mg_backend_sched mg_backend_sched_t;
 
 struct mg_gateway {
     /* The current configuration (one reference). Written only by a reload, under both locks;
@@ -307,14 +152,35 @@ struct mg_gateway {
     mg_throttle_t *throttle;     /* every quota's state; outlives configurations (reloads) */
     mg_backend_sched_t **scheds; /* every backend's scheduler, by name; grown by reloads (under reload_lock) */
     size_t num_scheds;
-    struct mg_overload *overload; /* client connections of the process, their caps (conns.h) */
+    struct mg_overload *overload;    /* client connections of the process, their caps (gateway/connections/) */
+    struct mg_ws_registry *sessions; /* every WebSocket session, by id (gateway/websocket/) */
+    /* the workers' progress, watched by the main thread (server.c): ready to take a stop
+     * message, and finished */
+    pthread_mutex_t workers_lock;
+    pthread_cond_t workers_cond;
+    unsigned workers_ready, workers_done;
 };
+
+/* The worker owning an h2o context. */
+static inline mg_worker_t *mg_worker_of(h2o_context_t *ctx)
+{
+    return H2O_STRUCT_FROM_MEMBER(mg_worker_t, ctx, ctx);
+}
+/* The worker's current configuration (moving to a reloaded one first), held for one request or
+ * session until mg_worker_conf_drop(w, conf). */
+mg_config_t *mg_worker_conf_hold(mg_worker_t *w);
+void mg_worker_conf_drop(mg_worker_t *w, mg_config_t *conf);
+
+/* ---------------------------------------------------------------------------------------
+ * The request: taken by the handler (handler.c), checked (request_check.c), answered by the
+ * gateway (response.c) or through dispatch (dispatch.c) by the backend side (gateway/backend/).
+ */
 
 /* One accepted request, from on_req until h2o disposes it (allocated in the request's pool). */
 typedef struct mg_request {
     h2o_req_t *req; /* NULL once the client is gone or the final send is done */
     mg_worker_t *worker;
-    struct mg_conn *conn; /* the client connection's record (conns.h); NULL for none */
+    struct mg_conn *conn; /* the client connection's record (gateway/connections/); NULL for none */
     mg_config_t *conf;    /* the worker's current one when the request started: held until disposed */
     const mg_route_t *route;
     mg_str_t tenant;                                      /* empty: unidentified */
@@ -336,317 +202,36 @@ typedef struct mg_request {
     int has_limit;
 } mg_request_t;
 
+/* CLOCK_MONOTONIC in microseconds (mg_request_t.started_at). */
+static inline uint64_t mg_monotonic_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
 /* Sends a gateway-made response: status, X-Matchgate-Error: code, a short text/plain body naming
- * the reason and the route. Final: the request must not be touched afterwards (proxy.c). */
+ * the reason and the route. Final, as every mg_request_send_*: the request must not be touched
+ * afterwards (response.c). */
 void mg_request_send_error(mg_request_t *r, int status, const char *code, const char *reason);
 /* Same, with Retry-After: `retry_after_us` in whole seconds, rounded up, at least 1 (429, 503). */
 void mg_request_send_retry(mg_request_t *r, int status, const char *code, const char *reason, uint64_t retry_after_us);
-/* Same, and the connection ends: HTTP/1 after this response (Connection: close), HTTP/2 at once
- * (request_check.c). */
+/* Same, and the connection ends: HTTP/1 after this response (Connection: close), HTTP/2 at once. */
 void mg_request_send_error_and_close(mg_request_t *r, int status, const char *code, const char *reason);
+/* The fields the gateway adds to every response of `r` (its own or the backend's): X-Request-Id,
+ * and RateLimit-Limit/-Remaining/-Reset of the request's quota decision, replacing the backend's
+ * (none when no quota applied). */
+void mg_request_add_own_headers(mg_request_t *r, h2o_req_t *req);
+/* The route's own answer: `respond` (its status, headers and body), `redirect` (its status and
+ * Location), or the 426 of a bridge route asked without a WebSocket upgrade. */
+void mg_request_send_respond(mg_request_t *r);
+void mg_request_send_redirect(mg_request_t *r, mg_str_t location);
+void mg_request_send_upgrade_required(mg_request_t *r);
 /* The checks every request passes before it is read (request_check.c): 0 to go on, with the
  * hop-by-hop fields and those the client's Connection names removed from req->headers; -1 after
  * a 400 (the connection closed when an HTTP/1 head breaks RFC 9112's framing rules). */
 int mg_request_check(mg_request_t *r);
 /* Writes the access log line for `r` once (later calls do nothing). */
 void mg_request_log(mg_request_t *r);
-
-/* ---------------------------------------------------------------------------------------
- * Limits at request time (limits.c). The checks return 0 to go on, or -1 after sending the
- * request its 429 (the request must not be touched afterwards).
- */
-
-/* The tenant's quota (tenants.quotas / default_quota), when the request has a tenant. */
-int mg_limits_check_tenant(mg_request_t *r, const mg_ctx_t *ctx);
-/* The `quota:` of the chosen route and of its ancestors, root first. */
-int mg_limits_check_routes(mg_request_t *r, const mg_ctx_t *ctx);
-/* limits.max_requests_per_connection_per_second: beyond it the request gets a 429 and the
- * connection is closed (after this response for HTTP/1, at once for HTTP/2). */
-int mg_limits_check_connection(mg_request_t *r);
-/* Counts one request of `conn` in its one-second window (the count is kept on the connection's
- * record, conns.h). 0 while within `cap` (also for a connection without a record), 1 for the
- * connection's first request over it, 2 for the later ones. */
-int mg_conn_rate_count(h2o_conn_t *conn, uint64_t now_ms, unsigned cap);
-/* RateLimit-Limit/-Remaining/-Reset of the request's quota decision, replacing the backend's;
- * nothing when no quota applied. */
-void mg_limits_add_headers(mg_request_t *r, h2o_req_t *req);
-
-/* One admission against the tenant's quota for something that is not a request (a bridged
- * WebSocket message): 1 admitted (also without a quota), 0 rejected with *retry_after_us set. */
-int mg_limits_admit_tenant(mg_worker_t *w, const mg_config_t *conf, mg_str_t tenant, uint64_t *retry_after_us);
-/* Splits a throttle key made here: returns 't' (a tenant's: `name` is the tenant), 'r' (a
- * route's: `route` and the expanded key `name`), or 0 for a key of another kind. */
-int mg_limits_parse_key(const char *key, size_t len, mg_str_t *route, mg_str_t *name);
-/* After a reload: moves every key of the throttle to the quota `conf` gives it. */
-void mg_limits_requota(mg_throttle_t *t, const mg_config_t *conf);
-
-/* ---------------------------------------------------------------------------------------
- * Dispatch through the backends' schedulers (dispatch.c)
- */
-
-/* Gives every backend of `conf` its scheduler: the one of the same name from an earlier
- * configuration (reconfigured: its waiting requests stay), else a new one. 0, or -1 when out of
- * memory: then no live scheduler has been reconfigured (new ones made meanwhile stay, unused
- * until a configuration names their backend). Main thread or under reload_lock, before `conf`
- * is published; workers then re-arm their queue timers (mg_dispatch_worker_rearm). */
-int mg_dispatch_bind(mg_gateway_t *gw, mg_config_t *conf);
-/* Sends `r` to the route's backend through its scheduler: at once, or when its turn comes
- * (ordering key, max_in_flight), or a 503 (queue-full, queue-timeout). Always ends with a
- * response. `ctx` is the routing context after the route's actions (for order.key). */
-void mg_dispatch_forward(mg_request_t *r, const mg_ctx_t *ctx);
-/* The backend transfer of `r` is over (answered in full, failed or cancelled): completes its
- * running job, so that its slot and its key's turn pass on while the client may still be
- * reading. Clears r->job; does nothing when there is no running job. */
-void mg_dispatch_complete(mg_request_t *r);
-/* The request is being disposed: completes its job if still running (the next one of its key
- * may start) or withdraws it while it waits. */
-void mg_dispatch_release(mg_request_t *r);
-/* After a reload (on the worker, from its "configuration swapped" message): re-arms this worker's
- * queue timers, since a lower queue_timeout brings the waiting requests' deadlines forward. */
-void mg_dispatch_worker_rearm(mg_worker_t *w);
-/*
- * A place in a backend's scheduler for any piece of work of a worker (a forwarded request, a
- * bridged WebSocket message). Its run callback comes on the worker through its receiver.
- * submit -> STARTED: call mg_turn_started and run it now; QUEUED: wait for the callback
- * (MG_SCHED_RUN: mg_turn_started, run); a refusal: the turn is over. A started turn ends with
- * mg_turn_complete (its slot and its key's turn pass on); a waiting one may be withdrawn with
- * mg_turn_cancel (0: its callback is on its way and must be waited for). Whatever the path,
- * mg_turn_finished when the memory holding the turn is given up (the worker counts turns alive).
- */
-typedef struct mg_turn {
-    mg_sched_task_t task;
-    h2o_multithread_message_t msg; /* carries the task to its worker (the scheduler's executor) */
-    mg_backend_sched_t *bs;
-    uint64_t submitted_us;
-    int running; /* started and counted in bs->running */
-} mg_turn_t;
-
-/* `key` orders the turn (empty: unordered); `client` is who it counts against in the backend's
- * fair share of waiting (mg_turn_client; empty: no one). */
-mg_sched_result_t mg_turn_submit(mg_turn_t *t, mg_worker_t *w, mg_backend_sched_t *bs, mg_str_t key, mg_str_t client,
-                                 mg_sched_priority_t priority, mg_sched_run_cb cb);
-void mg_turn_started(mg_turn_t *t);
-void mg_turn_complete(mg_turn_t *t);
-int mg_turn_cancel(mg_turn_t *t);
-void mg_turn_finished(mg_worker_t *w);
-/* The client a turn counts against in its backend's queue (max_queued_per_key): "t:<tenant>" when
- * the tenant is known, else "c:<conn_id>" (the client connection; 0: none, an empty result).
- * Written into `buf`, MG_TURN_CLIENT_LEN bytes. */
-#define MG_TURN_CLIENT_LEN (MG_TENANT_MAX_LEN + 24)
-mg_str_t mg_turn_client(char *buf, mg_str_t tenant, uint64_t conn_id);
-/* Why a turn was refused (FULL, KEY_FULL, GROUP_FULL, DRAINING, NOMEM), for a 503 queue-full: of a
- * request, or (`bridged`) of a bridged message, whose ordering key is its session. */
-const char *mg_turn_refusal(mg_sched_result_t res, int bridged);
-
-/* A worker's receiver for scheduler deliveries (after its queue exists), and its timers' end. */
-void mg_dispatch_worker_init(mg_worker_t *w);
-void mg_dispatch_worker_dispose(mg_worker_t *w);
-
-/* Emits the headers a backend gets for `r` (forward.c): the client's in its order, less hop-by-hop
- * ones and those the gateway writes, then Host (for `server_url` when the client sent none),
- * X-Forwarded-For/-Proto/-Host and X-Request-Id. */
-typedef void (*mg_header_emit_t)(void *arg, const char *name, size_t nlen, const char *value, size_t vlen);
-void mg_forward_headers(mg_request_t *r, const char *server_url, mg_header_emit_t emit, void *arg);
-/* The server a request starts with (index in b->servers): the primary for a write under
- * primary_for_writes, the first under first_available, else the next in the weighted round robin.
- * Connect failures go on to the following servers. */
-size_t mg_backend_first_server(mg_backend_conf_t *b, mg_str_t method);
-/* Whether a connect failure of `attempt` (0 for the first) may go on to the next server:
- * idempotent methods only, at most `retries` times and num_servers - 1 times, never for a write
- * pinned to the primary. */
-int mg_backend_may_retry(const mg_backend_conf_t *b, unsigned attempt, mg_str_t method);
-
-/* A backend call of the gateway's own (call.c): a request complete in memory, the response
- * collected whole. */
-typedef struct mg_call mg_call_t;
-
-typedef struct mg_call_spec {
-    mg_backend_conf_t *backend;
-    const char *method; /* NUL-terminated */
-    mg_str_t path, query;
-    struct curl_slist *headers; /* the caller's, valid until the call ends */
-    const char *body;           /* NULL: none; else valid until the call ends */
-    size_t body_len;
-    size_t max_response; /* body bytes; beyond it the call fails (502) */
-} mg_call_spec_t;
-
-typedef struct mg_call_result {
-    int status;        /* the backend's, or 502/504 when `error` is set */
-    const char *error; /* NULL: the backend answered */
-    const char *body;  /* valid during the callback */
-    size_t len;
-} mg_call_result_t;
-
-typedef void (*mg_call_done_t)(void *arg, const mg_call_result_t *res);
-
-/* Starts a call; `done` runs once, later, on the worker's loop, unless the call is cancelled
- * first. NULL when it cannot start (out of memory, curl refused it). */
-mg_call_t *mg_call_start(mg_worker_t *w, const mg_call_spec_t *spec, mg_call_done_t done, void *arg);
-/* Stops a call whose `done` has not run: no callback follows. */
-void mg_call_cancel(mg_call_t *c);
-
-/* Starts forwarding `r` to the route's backend now (forward.c). Always ends with a response. */
-void mg_forward_start(mg_request_t *r);
-/* Cancels the backend transfer of a request whose client went away. */
-void mg_forward_cancel(mg_request_t *r);
-/* The upstream callbacks of a worker (forward.c). */
-extern const mg_upstream_callbacks_t mg_forward_upstream_callbacks;
-
-/* Registers the proxy handler on `pathconf`, and on the host's fallback path a filter that
- * marks and logs the errors h2o answers by itself (proxy.c). */
-void mg_proxy_register(mg_gateway_t *gw, h2o_hostconf_t *hostconf, h2o_pathconf_t *pathconf);
-/* The worker owning an h2o context. */
-mg_worker_t *mg_worker_of(h2o_context_t *ctx);
-
-/* Installs signal handling: blocks SIGTERM/SIGINT/SIGHUP/SIGPIPE in the calling thread (and so in
- * threads created afterwards). mg_signals_wait returns the next of SIGTERM/SIGINT/SIGHUP (signals.c). */
-void mg_signals_block(void);
-int mg_signals_wait(void);
-
-/* ---------------------------------------------------------------------------------------
- * WebSocket sessions (ws_sessions.c, ws_tunnel.c). A session belongs to the worker of its client
- * connection; the registry lets the admin thread list sessions and ask their worker to act.
- */
-typedef struct mg_ws_session mg_ws_session_t;
-
-/* What a session kind does when asked (on its worker). */
-typedef struct mg_ws_session_ops {
-    /* a text message for the client (malloc'ed, taken over); high: ahead of those waiting */
-    void (*send)(mg_ws_session_t *s, char *msg, size_t len, int high);
-    /* the close handshake with `code`, both ways */
-    void (*close)(mg_ws_session_t *s, unsigned code, const char *reason);
-    /* drops the connections now, no close frame */
-    void (*abort)(mg_ws_session_t *s);
-    /* finishes the work already received and the messages queued, then closes with 1000 */
-    void (*drain)(mg_ws_session_t *s);
-} mg_ws_session_ops_t;
-
-struct mg_ws_session {
-    uint64_t id;
-    mg_worker_t *worker;
-    const mg_ws_session_ops_t *ops;
-    const char *route, *tenant, *peer; /* one allocation, fixed for the session's life */
-    time_t since;
-    atomic_uint_fast64_t queued; /* messages waiting (written by the worker, read by the admin thread) */
-    mg_ws_session_t *hash_next;  /* the registry's (under its lock) */
-    h2o_linklist_t worker_link;  /* in worker->ws_sessions */
-};
-
-/* Registers a session and gives it its id; 0, or -1 when out of memory. Its worker's thread. */
-int mg_ws_session_register(mg_ws_session_t *s, mg_worker_t *w, const mg_ws_session_ops_t *ops, mg_str_t route, mg_str_t tenant,
-                           mg_str_t peer);
-void mg_ws_session_unregister(mg_ws_session_t *s);
-/* A worker's command receiver and session list (after its queue exists). */
-void mg_ws_worker_init(mg_worker_t *w);
-/* Shutdown: starts the close handshake (1001) of every session of the worker. */
-void mg_ws_worker_shutdown(mg_worker_t *w);
-/* Admin: GET /sessions, POST /sessions/{id}/{send,close,abort,drain}, POST /routes/{name}/broadcast. */
-void mg_admin_sessions(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
-void mg_admin_session_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
-void mg_admin_broadcast(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
-
-/* Frames the gateway writes itself into a stream (ws_out.c): control frames at any frame
- * boundary, messages between messages, high-priority messages ahead of waiting ones. */
-typedef struct mg_ws_frame_buf mg_ws_frame_buf_t;
-
-typedef struct mg_ws_out {
-    mg_ws_frame_buf_t *ctl, *data; /* waiting */
-    mg_ws_frame_buf_t *inflight;   /* taken for the write in progress */
-    size_t queued;                 /* messages waiting */
-} mg_ws_out_t;
-
-/* A whole frame (FIN set); masked with `mask` unless NULL. NULL when out of memory. */
-mg_ws_frame_buf_t *mg_ws_frame_new(unsigned opcode, const void *payload, size_t len, const uint8_t *mask);
-/* Queues a frame (NULL is ignored): a message (`message`) or a control frame; `front`: ahead of
- * the waiting ones of its kind. */
-void mg_ws_out_push(mg_ws_out_t *o, mg_ws_frame_buf_t *f, int message, int front);
-/* Moves frames that may go now into bufs (control frames, then messages when `messages_ok`,
- * about 64 KiB of them); they stay alive until mg_ws_out_written. Returns how many. */
-size_t mg_ws_out_take(mg_ws_out_t *o, h2o_iovec_t *bufs, size_t max, int messages_ok);
-void mg_ws_out_written(mg_ws_out_t *o);
-void mg_ws_out_drop_messages(mg_ws_out_t *o);
-void mg_ws_out_dispose(mg_ws_out_t *o);
-
-/* The client's handshake: GET, HTTP/1.1, a 24-character key and version 13 (RFC 6455 4.2.1).
- * NULL when valid, with the key; else why not (the request gets a 400). */
-const char *mg_ws_check_handshake(h2o_req_t *req, h2o_iovec_t *key);
-
-/* The keep-alive timer of a session: its first delay, then at each tick -1 when nothing came
- * from either side for idle_timeout (close 1001), 1 when the client is owed a ping (nothing from
- * it for ping_interval), else 0; `next_ms` is the delay to the next tick. */
-uint64_t mg_ws_first_tick(const mg_websocket_conf_t *c);
-int mg_ws_keepalive(const mg_websocket_conf_t *c, uint64_t now, uint64_t last_rx, uint64_t last_client_rx, uint64_t *next_ms);
-
-/* Tunnels an upgrade request matched by a `forward` route to a WebSocket backend (ws_tunnel.c).
- * Always ends the request: a 101 and the session, or an error response. */
-void mg_ws_tunnel_start(mg_request_t *r);
-/* The upgrade request is disposed before its tunnel got the client's socket: the client left. */
-void mg_ws_tunnel_cancel(mg_request_t *r);
-
-/* Terminates an upgrade request matched by a `bridge` route at the gateway: each text message
- * becomes one request to the route's backend (ws_bridge.c). `ctx` is the request's context after
- * the route's actions (variables for bridge.path). Always ends the request: a 101 and the
- * session, or an error response. */
-void mg_ws_bridge_start(mg_request_t *r, const mg_ctx_t *ctx);
-
-/* ---------------------------------------------------------------------------------------
- * Configuration references and reload (conf_refs.c, server.c)
- *
- * The gateway holds one reference on its current configuration. Each worker holds one per
- * configuration it still uses (a "hold" record: the current one, plus older ones while requests
- * that started on them run), and counts its requests per record without atomics. A reload swaps
- * the gateway's configuration; each worker moves to it at its next request or when the reload's
- * message reaches its loop, whichever comes first; an old configuration is freed when its last
- * reference goes.
- */
-
-/* The current configuration with one reference for the caller (mg_config_release it). Any thread
- * but a worker's (workers use mg_worker_conf_hold). */
-mg_config_t *mg_gateway_conf_acquire(mg_gateway_t *gw);
-/*
- * Reloads the configuration file (mg_config_reload), opens its access log and swaps it in. On
- * failure the running configuration stays and -1 is returned; errors and warnings are recorded in
- * `errs` and printed on stderr either way, followed by one line with the outcome and generation.
- * Serialized; any thread but a worker's.
- */
-int mg_gateway_reload(mg_gateway_t *gw, mg_errors_t *errs);
-/* Makes `conf` (with the reference the caller gives up) the gateway's configuration and tells the
- * workers; returns the previous one, whose reference passes to the caller. Under reload_lock. */
-mg_config_t *mg__gateway_conf_publish(mg_gateway_t *gw, mg_config_t *conf);
-
-/* Worker side (worker thread only): the first hold on the gateway's configuration, at start; the
- * last ones dropped, when the worker has finished. */
-void mg_worker_conf_init(mg_worker_t *w);
-void mg_worker_conf_dispose(mg_worker_t *w);
-/* The worker's current configuration (moving to a reloaded one first), held for one request or
- * session until mg_worker_conf_drop(w, conf). */
-mg_config_t *mg_worker_conf_hold(mg_worker_t *w);
-void mg_worker_conf_drop(mg_worker_t *w, mg_config_t *conf);
-
-/* ---------------------------------------------------------------------------------------
- * Admin API (admin.c): its own thread and h2o loop on admin.address, HTTP/1.1, so that data-plane
- * workers never run admin code. Endpoints are rows of a table in admin.c.
- */
-
-/* An endpoint: answers `req` before returning (with mg_admin_send*). `conf` is the current
- * configuration, valid until the handler returns (mg_config_retain it to keep it longer). */
-typedef void (*mg_admin_handler_t)(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
-
-/* Opens the admin listener, so that bind errors are reported before anything starts. 0 (also
- * without admin.address), or -1 after printing why. Main thread. */
-int mg_admin_open(mg_gateway_t *gw);
-/* Starts the admin thread on the listener opened. Main thread, once the workers are ready (a
- * POST /reload messages them). */
-void mg_admin_start(mg_gateway_t *gw);
-/* Stops the admin thread (it parks until the process exits). No-op without admin. */
-void mg_admin_stop(mg_gateway_t *gw);
-/* A complete response: status, Content-Type (NULL: none), the body (copied). */
-void mg_admin_send(h2o_req_t *req, int status, const char *content_type, const char *body, size_t len);
-/* A JSON response (application/json); takes ownership of `body`. */
-void mg_admin_send_json(h2o_req_t *req, int status, json_t *body);
-/* GET /metrics: Prometheus text format 0.0.4 (admin_metrics.c). */
-void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
-/* GET /tenants: every configured tenant and every key of the throttle (admin_tenants.c). */
-void mg_admin_tenants(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 
 #endif

@@ -1,41 +1,13 @@
 /*
  * Limits at request time, between h2o and the throttle: tenant and route quotas (429 with
- * Retry-After and RateLimit-*), the RateLimit-* headers of admitted responses, and the
- * per-connection request-rate cap.
+ * Retry-After and RateLimit-*; the decision shown in RateLimit-* is kept on the request, for
+ * response.c), and the per-connection request-rate cap.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/conns.h"
-
-static uint64_t whole_seconds(uint64_t us)
-{
-    return (us + 999999) / 1000000;
-}
-
-static void add_number(h2o_req_t *req, const char *name, size_t len, uint64_t value)
-{
-    char *buf = h2o_mem_alloc_pool(&req->pool, 24);
-    int n = snprintf(buf, 24, "%llu", (unsigned long long)value);
-    h2o_add_header_by_str(&req->pool, &req->res.headers, name, len, 0, NULL, buf, (size_t)n);
-}
-
-void mg_limits_add_headers(mg_request_t *r, h2o_req_t *req)
-{
-    static const h2o_iovec_t names[] = {
-        {H2O_STRLIT("ratelimit-limit")}, {H2O_STRLIT("ratelimit-remaining")}, {H2O_STRLIT("ratelimit-reset")}};
-    if (!r->has_limit)
-        return;
-    /* ours describe the gateway's quota: a backend's own would contradict them */
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        ssize_t at;
-        while ((at = h2o_find_header_by_str(&req->res.headers, names[i].base, names[i].len, -1)) >= 0)
-            h2o_delete_header(&req->res.headers, at);
-    }
-    add_number(req, H2O_STRLIT("ratelimit-limit"), r->limit.limit);
-    add_number(req, H2O_STRLIT("ratelimit-remaining"), r->limit.remaining);
-    add_number(req, H2O_STRLIT("ratelimit-reset"), whole_seconds(r->limit.reset_us));
-}
+#include "gateway/limits.h"
+#include "gateway/connections/connections.h"
 
 /* Keeps the decision a client most needs to see: the one leaving it the fewest requests. */
 static void keep_decision(mg_request_t *r, const mg_decision_t *d)
@@ -181,30 +153,6 @@ int mg_limits_check_routes(mg_request_t *r, const mg_ctx_t *ctx)
             return -1;
     }
     return 0;
-}
-
-/* ---------------------------------------------------------------------------------------
- * Per-connection request rate: a fixed one-second window per connection, counted on the
- * connection's own record (conns.h), so no two connections can ever share a count.
- */
-int mg_conn_rate_count(h2o_conn_t *conn, uint64_t now_ms, unsigned cap)
-{
-    mg_conn_t *c = mg_conn_of(conn);
-    /* a connection the gateway did not accept has no record: never refused */
-    if (c == NULL)
-        return 0;
-    if (c->rate_second != (uint32_t)(now_ms / 1000)) {
-        c->rate_second = (uint32_t)(now_ms / 1000);
-        c->rate_count = 0;
-    }
-    if (c->rate_count < cap) {
-        c->rate_count++;
-        return 0;
-    }
-    if (c->rate_closed)
-        return 2;
-    c->rate_closed = 1;
-    return 1;
 }
 
 int mg_limits_check_connection(mg_request_t *r)

@@ -1,7 +1,6 @@
 /*
  * matchgate: command line.
  */
-#include <curl/curl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <malloc.h>
@@ -25,7 +24,7 @@ static void usage(FILE *out)
 }
 
 /* The options of `--check` that a reload passes to the process checking a file for it
- * (gateway/config_check.c): the text comes on stdin (FILE names it and anchors its relative
+ * (gateway/config/check.c): the text comes on stdin (FILE names it and anchors its relative
  * paths), within an address-space limit. Usable by hand too. */
 typedef struct check_input {
     int from_stdin;
@@ -60,7 +59,7 @@ static mg_config_t *load(const char *file, const check_input_t *in)
 
 /*
  * glibc hands the free top of a heap back to the kernel (madvise) as soon as it exceeds 128 KiB.
- * A worker frees and reallocates that much all the time (request pools, curl transfers), and
+ * A worker frees and reallocates that much all the time (request pools, backend transfers), and
  * every hand-back costs a TLB shootdown across the process's threads plus page faults when the
  * memory is used again: 73 against 45 us of CPU per proxied request, depending on whether some
  * long-lived allocation happened to pin the heap's top (tests/bench/throttle/gateway-on-off).
@@ -127,8 +126,6 @@ int main(int argc, char **argv)
         return 0;
     }
     keep_freed_memory();
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    /* no curl_global_cleanup or mg_config_release: parked threads still hold curl, and the
-     * gateway keeps its configuration until the process exits */
+    /* no mg_config_release: the gateway keeps its configuration until the process exits */
     return mg_gateway_run(conf);
 }

@@ -7,19 +7,8 @@
  */
 #include <sys/socket.h>
 #include "gateway/internal.h"
+#include "gateway/headers.h"
 #include "gateway/phr.h"
-
-void mg_request_send_error_and_close(mg_request_t *r, int status, const char *code, const char *reason)
-{
-    h2o_req_t *req = r->req;
-    /* HTTP/1: this response is the connection's last. HTTP/2: the whole connection goes at once
-     * (h2o 2.2.5 has no call to send GOAWAY), with every stream still open on it. */
-    h2o_socket_t *sock = req->version >= 0x200 ? req->conn->callbacks->get_socket(req->conn) : NULL;
-    req->http1_is_persistent = 0;
-    mg_request_send_error(r, status, code, reason);
-    if (sock != NULL)
-        shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
-}
 
 /*
  * h2o consumes Host, Content-Length and Transfer-Encoding while it parses an HTTP/1 head (the last

@@ -7,10 +7,7 @@
  * admin API has a thread of its own (admin.c).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +15,20 @@
 #include <time.h>
 #include <unistd.h>
 #include <openssl/err.h>
-#include "gateway/conns.h"
+#include "gateway/internal.h"
+#include "gateway/dispatch.h"
+#include "gateway/process.h"
+#include "gateway/admin/admin.h"
+#include "gateway/backend/backend.h"
+#include "gateway/connections/connections.h"
+#include "gateway/websocket/websocket.h"
 
 #define LISTEN_BACKLOG 1024
 #define EVICT_INTERVAL_MS 1000
 
-/* Static so that what is still referenced at exit stays reachable (no false leak reports). */
+/* The process's one gateway (mg_gateway_run runs once per process). A static rather than the
+ * caller's: the workers and the admin thread park holding it until the process exits, and what it
+ * points to must stay reachable to the end (no false leak reports). */
 static mg_gateway_t gateway;
 
 /* Worker 0 forgets idle throttle keys: any thread may, one is enough, and a worker's timer
@@ -66,9 +71,11 @@ static void worker_init(mg_worker_t *w)
 {
     size_t num_listeners = w->gw->num_listeners;
     h2o_loop_t *loop = w->ctx.loop;
-    h2o_linklist_init_anchor(&w->flush_list);
     mg_timers_init(&w->timers, loop);
-    w->upstream = mg_upstream_create(loop, &w->timers, &mg_forward_upstream_callbacks, w);
+    if (mg_backend_worker_init(w) != 0) {
+        fprintf(stderr, "matchgate: worker %u: out of memory for its backend clients\n", w->id);
+        abort();
+    }
     mg_timer_init(&w->evict_timer, &w->timers, on_evict_timer);
     if (w->id == 0)
         mg_timer_set(&w->evict_timer, EVICT_INTERVAL_MS);
@@ -85,28 +92,24 @@ static void worker_init(mg_worker_t *w)
     }
 }
 
-/* Worker progress, watched by the main thread: ready to receive a stop message, and finished. */
-static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t state_cond = PTHREAD_COND_INITIALIZER;
-static unsigned num_ready, num_done;
-
-static void worker_report(unsigned *counter)
+/* A worker's progress, for the main thread: ready to receive a stop message, or finished. */
+static void worker_report(mg_gateway_t *gw, unsigned *counter)
 {
-    pthread_mutex_lock(&state_lock);
+    pthread_mutex_lock(&gw->workers_lock);
     (*counter)++;
-    pthread_cond_broadcast(&state_cond);
-    pthread_mutex_unlock(&state_lock);
+    pthread_cond_broadcast(&gw->workers_cond);
+    pthread_mutex_unlock(&gw->workers_lock);
 }
 
 /* A finished worker reports and then parks until the process exits: h2o keeps per-thread free
  * lists (memory pools, socket buffers) that no API releases, and a returning thread would take
  * the only references to them with it. */
-static void worker_park(void)
+static void worker_park(mg_gateway_t *gw)
 {
-    worker_report(&num_done);
-    pthread_mutex_lock(&state_lock);
+    worker_report(gw, &gw->workers_done);
+    pthread_mutex_lock(&gw->workers_lock);
     for (;;)
-        pthread_cond_wait(&state_cond, &state_lock);
+        pthread_cond_wait(&gw->workers_cond, &gw->workers_lock);
 }
 
 /* Stopping, nothing in flight, no WebSocket session left, and every HTTP/2 connection closed after its GOAWAY (h2o does
@@ -114,7 +117,7 @@ static void worker_park(void)
  * has no way to close them early, and a client sending on one now gets the connection closed. */
 static int worker_done(mg_worker_t *w)
 {
-    return w->stopping && mg_stat_read(&w->stats.in_flight) == 0 && w->jobs == 0 && w->num_sessions == 0 &&
+    return w->stopping && mg_stat_read(&w->stats.in_flight) == 0 && w->turns == 0 && mg_ws_worker_sessions(w) == 0 &&
            h2o_linklist_is_empty(&w->ctx.http2._conns);
 }
 
@@ -127,43 +130,26 @@ static void *worker_main(void *arg)
     w->queue = h2o_multithread_create_queue(w->ctx.loop);
     h2o_multithread_register_receiver(w->queue, &w->stop_receiver, on_stop_message);
     mg_dispatch_worker_init(w);
-    mg_ws_worker_init(w);
+    if (mg_ws_worker_init(w) != 0) {
+        fprintf(stderr, "matchgate: worker %u: out of memory for its WebSocket sessions\n", w->id);
+        abort();
+    }
     mg_worker_conf_init(w);
     worker_init(w);
-    worker_report(&num_ready);
+    worker_report(w->gw, &w->gw->workers_ready);
     /* h2o_evloop_run returns -1 on EINTR: keep looping, or a signal would stop the worker */
     while (!worker_done(w))
         h2o_evloop_run(w->ctx.loop, INT32_MAX);
-    mg_upstream_destroy(w->upstream);
-    w->upstream = NULL;
+    mg_backend_worker_dispose(w);
     mg_dispatch_worker_dispose(w);
     mg_worker_conf_dispose(w);
-    worker_park();
+    worker_park(w->gw);
     return NULL;
 }
 
 /* ---------------------------------------------------------------------------------------
  * Setup (main thread)
  */
-int mg_listen_socket(const struct sockaddr_storage *addr, socklen_t len, int backlog, int reuseport)
-{
-    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), on = 1;
-    if (fd < 0)
-        return -1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-    if (reuseport)
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on));
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-    if (addr->ss_family == AF_INET6)
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
-    if (bind(fd, (const struct sockaddr *)addr, len) != 0 || listen(fd, backlog) != 0) {
-        int saved = errno;
-        close(fd);
-        errno = saved;
-        return -1;
-    }
-    return fd;
-}
 
 static SSL_CTX *open_tls(const mg_listen_conf_t *l)
 {
@@ -207,7 +193,7 @@ static void setup_globalconf(mg_gateway_t *gw)
     h2o_hostconf_t *host = h2o_config_register_host(&gw->globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     /* one "/" handler: h2o matches paths in registration order, the route tree does the rest */
     gw->pathconf = h2o_config_register_path(host, "/", 0);
-    mg_proxy_register(gw, host, gw->pathconf);
+    mg_handler_register(gw, host, gw->pathconf);
 }
 
 static int open_access_log(mg_config_t *conf)
@@ -273,68 +259,16 @@ static int wait_workers(mg_gateway_t *gw, unsigned *counter, uint64_t timeout_ms
         }
     }
     int timed_out = 0;
-    pthread_mutex_lock(&state_lock);
+    pthread_mutex_lock(&gw->workers_lock);
     while (*counter < gw->num_workers && !timed_out) {
         if (timeout_ms == UINT64_MAX)
-            pthread_cond_wait(&state_cond, &state_lock);
+            pthread_cond_wait(&gw->workers_cond, &gw->workers_lock);
         else
-            timed_out = pthread_cond_timedwait(&state_cond, &state_lock, &deadline) == ETIMEDOUT;
+            timed_out = pthread_cond_timedwait(&gw->workers_cond, &gw->workers_lock, &deadline) == ETIMEDOUT;
     }
     int all = *counter == gw->num_workers;
-    pthread_mutex_unlock(&state_lock);
+    pthread_mutex_unlock(&gw->workers_lock);
     return all ? 0 : -1;
-}
-
-/* ---------------------------------------------------------------------------------------
- * Reload
- */
-
-/*
- * Runs once after each successful swap, in the thread doing the reload (the main thread on
- * SIGHUP, the admin thread on POST /reload), before `old` loses the gateway's reference. Workers
- * may already serve requests on `new`.
- */
-static void on_config_swapped(mg_gateway_t *gw, mg_config_t *old, mg_config_t *new)
-{
-    /* every key at once onto the quotas of `new`, so that /tenants and eviction see them now;
-     * a request on `new` meeting a key first would migrate it anyway (throttle.h) */
-    mg_limits_requota(gw->throttle, new);
-}
-
-static void log_reload(mg_gateway_t *gw, const mg_errors_t *errs, int ok)
-{
-    mg_errors_print(errs, stderr);
-    if (ok)
-        fprintf(stderr, "matchgate: configuration reloaded from %s: generation %llu\n", gw->conf->file,
-                (unsigned long long)gw->conf->generation);
-    else
-        fprintf(stderr, "matchgate: reload of %s failed (%zu error%s): still serving generation %llu\n", gw->conf->file,
-                errs->num_errors, errs->num_errors == 1 ? "" : "s", (unsigned long long)gw->conf->generation);
-}
-
-int mg_gateway_reload(mg_gateway_t *gw, mg_errors_t *errs)
-{
-    pthread_mutex_lock(&gw->reload_lock);
-    /* only a reload writes gw->conf, and this one holds the lock: no reference needed to read it */
-    mg_config_t *conf = mg_config_reload_checked(gw->conf, errs);
-    if (conf != NULL && mg_config_open_access_log(conf, errs) != 0) {
-        mg_config_free(conf);
-        conf = NULL;
-    }
-    if (conf != NULL && mg_dispatch_bind(gw, conf) != 0) {
-        mg_errors_add(errs, NULL, "out of memory for the backends' schedulers");
-        mg_config_free(conf);
-        conf = NULL;
-    }
-    if (conf != NULL) {
-        mg_config_t *old = mg__gateway_conf_publish(gw, conf);
-        on_config_swapped(gw, old, conf);
-        mg_config_release(old);
-    }
-    atomic_fetch_add(conf != NULL ? &gw->reloads_ok : &gw->reloads_failed, 1);
-    log_reload(gw, errs, conf != NULL);
-    pthread_mutex_unlock(&gw->reload_lock);
-    return conf != NULL ? 0 : -1;
 }
 
 /* The main thread's life once the workers run: reload on SIGHUP until SIGTERM/SIGINT. */
@@ -354,14 +288,19 @@ static int gateway_init(mg_gateway_t *gw, mg_config_t *conf)
     gw->conf = conf;
     pthread_mutex_init(&gw->conf_lock, NULL);
     pthread_mutex_init(&gw->reload_lock, NULL);
+    pthread_mutex_init(&gw->workers_lock, NULL);
+    pthread_cond_init(&gw->workers_cond, NULL);
     atomic_init(&gw->generation, conf->generation);
     gw->num_workers = conf->workers;
     gw->num_listeners = conf->num_listeners;
     gw->workers = calloc(conf->workers, sizeof(*gw->workers));
+    /* before any other thread: the backend clients' global state (never cleaned up: parked
+     * threads use it until the process exits) */
+    mg_backend_process_init();
     /* first: whatever opens descriptors from here on does so under the raised limit */
     if (mg_overload_init(gw) != 0)
         return -1;
-    if ((gw->throttle = mg_throttle_new()) == NULL) {
+    if ((gw->throttle = mg_throttle_new()) == NULL || (gw->sessions = mg_ws_registry_new()) == NULL) {
         fprintf(stderr, "matchgate: out of memory\n");
         return -1;
     }
@@ -389,7 +328,7 @@ int mg_gateway_run(mg_config_t *conf)
         pthread_create(&gw->workers[i].thread, NULL, worker_main, &gw->workers[i]);
     }
     /* a stop message needs its receiver: signals stay pending (blocked) until then */
-    wait_workers(gw, &num_ready, UINT64_MAX);
+    wait_workers(gw, &gw->workers_ready, UINT64_MAX);
     mg_admin_start(gw);
     fprintf(stderr, "matchgate: serving %s with %u workers (pid %d)\n", conf->file, conf->workers, (int)getpid());
     int sig = serve_signals(gw);
@@ -400,7 +339,7 @@ int mg_gateway_run(mg_config_t *conf)
     fprintf(stderr, "matchgate: %s received, finishing in-flight requests (up to %llu ms)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
             (unsigned long long)timeout_ms);
     stop_workers(gw);
-    if (wait_workers(gw, &num_done, timeout_ms) != 0) {
+    if (wait_workers(gw, &gw->workers_done, timeout_ms) != 0) {
         fprintf(stderr, "matchgate: shutdown_timeout reached, exiting with requests still in flight\n");
         /* workers are still running: skip exit handlers that would free what they use */
         fflush(NULL);

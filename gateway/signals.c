@@ -3,7 +3,7 @@
  * workers have them blocked, so their h2o loops are never interrupted mid-callback.
  */
 #include <signal.h>
-#include "gateway/internal.h"
+#include "gateway/process.h"
 
 static sigset_t handled;
 

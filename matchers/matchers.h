@@ -39,6 +39,13 @@ static inline int mg_str_compare(mg_str_t a, const char *b)
     return c != 0 ? c : a.len < len ? -1 : a.len > len;
 }
 
+/* A NUL-terminated copy of s[0..len) (which may hold NUL bytes), malloc'ed; NULL when out of
+ * memory. */
+char *mg_copy(const char *s, size_t len);
+/* The same where running out of memory is fatal (compiling a configuration, as PCRE2's compiler
+ * does): aborts rather than return NULL. */
+char *mg_copy_or_abort(const char *s, size_t len);
+
 /* RFC 9110 5.6.2 tchar: 1 when `c` may appear in a token (header names, methods). */
 static inline int mg_is_tchar(char c)
 {

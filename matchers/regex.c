@@ -109,16 +109,6 @@ void mg_regex_thread_release(void)
         abort();
 }
 
-static char *mg_regex_strndup(const char *s, size_t len)
-{
-    char *copy = malloc(len + 1);
-    if (copy == NULL)
-        abort();
-    memcpy(copy, s, len);
-    copy[len] = '\0';
-    return copy;
-}
-
 /* Copies the name table: each entry is a big-endian group number followed by the name. */
 static mg_regex_t *mg_regex_new(pcre2_code *code)
 {
@@ -137,7 +127,7 @@ static mg_regex_t *mg_regex_new(pcre2_code *code)
         const char *name = (const char *)entry + 2;
         size_t len = strlen(name);
         re->groups[i].number = (uint32_t)entry[0] << 8 | entry[1];
-        re->groups[i].name = mg_str(mg_regex_strndup(name, len), len);
+        re->groups[i].name = mg_str(mg_copy_or_abort(name, len), len);
     }
     return re;
 }
@@ -160,7 +150,7 @@ mg_regex_t *mg_regex_compile(const mg_node_t *node, int caseless, mg_errors_t *e
      * results, so there is nothing to report. */
     (void)pcre2_jit_compile(compiled, PCRE2_JIT_COMPLETE);
     mg_regex_t *re = mg_regex_new(compiled);
-    re->pattern = mg_str(mg_regex_strndup(s, node->u.scalar.len), node->u.scalar.len);
+    re->pattern = mg_str(mg_copy_or_abort(s, node->u.scalar.len), node->u.scalar.len);
     return re;
 }
 

@@ -67,7 +67,7 @@ static char *mg_bridge_read_field(const mg_route_env_t *env, const mg_node_t *no
         mg_errors_add(env->errs, node, "empty message field name");
         return NULL;
     }
-    return mg__copy(s, node->u.scalar.len);
+    return mg_copy_or_abort(s, node->u.scalar.len);
 }
 
 /* An HTTP method, checked as set_method checks it; NULL after recording an error. */
@@ -75,7 +75,7 @@ static char *mg_bridge_read_method_name(const mg_route_env_t *env, const mg_node
 {
     if (mg__method_check(node, env->errs) != 0)
         return NULL;
-    return mg__copy(node->u.scalar.str, node->u.scalar.len);
+    return mg_copy_or_abort(node->u.scalar.str, node->u.scalar.len);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -102,7 +102,7 @@ static void mg_bridge_add_msg_field(void *arg, mg_str_t name)
             return;
     }
     r->bridge.msg_vars = mg_bridge_grow(r->bridge.msg_vars, r->bridge.num_msg_vars, sizeof(*r->bridge.msg_vars));
-    r->bridge.msg_vars[r->bridge.num_msg_vars++] = mg__copy(name.base, name.len);
+    r->bridge.msg_vars[r->bridge.num_msg_vars++] = mg_copy_or_abort(name.base, name.len);
 }
 
 static void mg_bridge_read_path(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *node)
@@ -150,7 +150,7 @@ static void mg_bridge_read_map(const mg_route_env_t *env, mg_route_t *r, const m
         if (method == NULL)
             continue;
         mg_bridge_method_t *m = &r->bridge.methods[r->bridge.num_methods++];
-        *m = (mg_bridge_method_t){mg__copy(pair->key->u.scalar.str, pair->key->u.scalar.len), method};
+        *m = (mg_bridge_method_t){mg_copy_or_abort(pair->key->u.scalar.str, pair->key->u.scalar.len), method};
     }
     /* Sorted so that each message's lookup is a binary search. */
     qsort(r->bridge.methods, r->bridge.num_methods, sizeof(*r->bridge.methods), mg_bridge_compare_methods);
@@ -202,7 +202,7 @@ static void mg_bridge_add_high(const mg_route_env_t *env, mg_route_t *r, const m
     if (mg_node_to_str(node, &s, env->errs) != 0)
         return;
     r->bridge.priority_high = mg_bridge_grow(r->bridge.priority_high, r->bridge.num_priority_high, sizeof(char *));
-    r->bridge.priority_high[r->bridge.num_priority_high++] = mg__copy(s, node->u.scalar.len);
+    r->bridge.priority_high[r->bridge.num_priority_high++] = mg_copy_or_abort(s, node->u.scalar.len);
 }
 
 /* `high: VALUE` or `high: [VALUE, ...]`. */

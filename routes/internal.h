@@ -22,8 +22,6 @@ void mg__actions_free(mg_action_t *actions, size_t num);
 /* Checks that scalar `node` is a method as set_method takes it (an upper-case token such as GET
  * or PURGE); -1 after recording an error at the node. */
 int mg__method_check(const mg_node_t *node, mg_errors_t *errs);
-/* A NUL-terminated copy of s[0..len) (aborts when out of memory, as the compiler does everywhere). */
-char *mg__copy(const char *s, size_t len);
 
 /* Calls `fn` with the name of each variable of `t` that is neither a builtin nor a header or
  * query parameter (captures, remainder, msg.<field>), in order, repeats included. */

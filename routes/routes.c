@@ -41,16 +41,6 @@ static const char *const mg_route_order_keys[] = {"key", "priority_header", NULL
 
 static mg_route_t **mg_route_list_compile(mg_routes_builder_t *b, const mg_node_t *seq, const mg_route_t *parent, size_t *size);
 
-char *mg__copy(const char *s, size_t len)
-{
-    char *p = malloc(len + 1);
-    if (p == NULL)
-        abort();
-    memcpy(p, s, len);
-    p[len] = '\0';
-    return p;
-}
-
 static const char *mg_route_display_name(const mg_route_t *r)
 {
     return r->name != NULL ? r->name : "(unnamed)";
@@ -192,7 +182,7 @@ static char *mg_route_header_name(mg_routes_builder_t *b, const mg_node_t *node)
         mg_errors_add(b->errs, node, "invalid header name '%.*s'", (int)s.len, s.base);
         return NULL;
     }
-    char *name = mg__copy(s.base, s.len);
+    char *name = mg_copy_or_abort(s.base, s.len);
     for (size_t i = 0; i != s.len; ++i)
         name[i] = (char)tolower((unsigned char)name[i]);
     return name;
@@ -237,7 +227,7 @@ static void mg_route_read_name(mg_routes_builder_t *b, mg_route_t *r, const mg_n
         mg_errors_add(b->errs, node, "invalid route name (it must be non-empty, without '/' or control characters)");
         return;
     }
-    r->name = mg__copy(s.base, s.len);
+    r->name = mg_copy_or_abort(s.base, s.len);
     const mg_node_t *first = mg_route_names_claim(&b->names, r->name, node);
     if (first != NULL)
         mg_errors_add(b->errs, node, "duplicate route name '%s' (first defined at %s:%u:%u)", r->name, first->file, first->line,
@@ -249,7 +239,7 @@ void mg__route_read_backend(const mg_route_env_t *env, const mg_node_t *node, ch
     mg_str_t s;
     if (mg_read_str(node, &s, env->errs) != 0)
         return;
-    *name = mg__copy(s.base, s.len);
+    *name = mg_copy_or_abort(s.base, s.len);
     *backend = env->resolve != NULL ? env->resolve(env->resolve_arg, *name) : NULL;
     if (*backend == NULL)
         mg_errors_add(env->errs, node, "undefined backend '%s'", *name);
@@ -352,11 +342,11 @@ static void mg_respond_read_header(mg_routes_builder_t *b, mg_route_t *r, const 
         mg_errors_add(b->errs, pair->value, "invalid header value (CR, LF, NUL and other control characters are refused)");
         return;
     }
-    char *name = mg__copy(pair->key->u.scalar.str, pair->key->u.scalar.len);
+    char *name = mg_copy_or_abort(pair->key->u.scalar.str, pair->key->u.scalar.len);
     for (char *p = name; *p != '\0'; ++p)
         *p = (*p >= 'A' && *p <= 'Z') ? (char)(*p - 'A' + 'a') : *p;
     mg_header_t *h = &r->respond.headers[r->respond.num_headers++];
-    *h = (mg_header_t){mg_str(name, pair->key->u.scalar.len), mg_str(mg__copy(value.base, value.len), value.len)};
+    *h = (mg_header_t){mg_str(name, pair->key->u.scalar.len), mg_str(mg_copy_or_abort(value.base, value.len), value.len)};
 }
 
 static void mg_respond_read_headers(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *map)
@@ -381,7 +371,7 @@ static void mg_route_read_respond(mg_routes_builder_t *b, mg_route_t *r, const m
         r->respond.status = (int)code;
     mg_str_t s;
     if (body != NULL && mg_read_str(body, &s, b->errs) == 0) {
-        r->respond.body = mg__copy(s.base, s.len);
+        r->respond.body = mg_copy_or_abort(s.base, s.len);
         r->respond.body_len = s.len;
     }
     if (headers != NULL)
@@ -494,7 +484,7 @@ mg_routes_t *mg_routes_compile(const mg_node_t *seq, mg_backend_resolver_t resol
         abort();
     /* No `routes:` at all is an empty list: every request gets the no-route 404. */
     if (seq != NULL && seq->file != NULL)
-        routes->file = mg__copy(seq->file, strlen(seq->file));
+        routes->file = mg_copy_or_abort(seq->file, strlen(seq->file));
     mg_routes_builder_t b = {.routes = routes, .resolve = resolve, .arg = arg, .errs = errs};
     if (seq != NULL && mg_node_expect(seq, MG_NODE_SEQUENCE, errs) == 0)
         routes->routes = mg_route_list_compile(&b, seq, NULL, &routes->size);

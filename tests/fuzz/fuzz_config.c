@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include "gateway/config/config.h"
 
 static void check_positions(const mg_errors_t *errs)
 {

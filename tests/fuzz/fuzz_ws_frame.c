@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: WebSocket framing (gateway/ws_frame.c) over arbitrary bytes, read as a
+ * libFuzzer target: WebSocket framing (gateway/websocket/frame.c) over arbitrary bytes, read as a
  * stream of frames from a client and, again, from a server. Properties checked on every input:
  *   - a parsed header is never longer than MG_WS_HEADER_MAX nor longer than the bytes given,
  *     and every shorter prefix of it reports "need more" (0), never a different frame;
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/ws.h"
+#include "gateway/websocket/frame.h"
 
 static void check_frame(const uint8_t *p, size_t n, const mg_ws_frame_t *f, int len)
 {

@@ -3,7 +3,7 @@
  *
  * One thread, epoll (level-triggered), non-blocking sockets, loopback. It answers the HTTP/1.1
  * upgrade (Sec-WebSocket-Accept = base64(SHA-1(key + GUID)), OpenSSL EVP via the gateway's frame
- * codec, gateway/ws_frame.c), then echoes every data frame with the same opcode and FIN bit,
+ * codec, gateway/websocket/frame.c), then echoes every data frame with the same opcode and FIN bit,
  * unmasked; a ping gets a pong, a close gets a close and the connection ends once it is written.
  *
  *   ws-echo -p PORT [-a ADDR] [-t MAX_SECONDS]
@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gateway/ws.h"
+#include "gateway/websocket/frame.h"
 #include "ws-io.h"
 
 #define MAX_FRAME (1u << 20)

@@ -44,7 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "gateway/ws.h"
+#include "gateway/websocket/frame.h"
 #include "ws-io.h"
 
 #define MAX_CONNS 100000

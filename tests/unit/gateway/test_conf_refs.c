@@ -5,7 +5,7 @@
  * gateway and the worker have let a configuration go, without touching freed memory.
  */
 #include <criterion/criterion.h>
-#include "gateway/internal.h"
+#include "gateway/process.h"
 
 static mg_gateway_t gw;
 static mg_worker_t w;

@@ -1,0 +1,149 @@
+/*
+ * gateway/backend: everything that talks to backends. What the rest of the gateway may ask of it:
+ * forward a request (streaming the response back), make a call of the gateway's own (the
+ * WebSocket bridge's), open a connection to a server (the WebSocket tunnel's), choose the server
+ * of an attempt and whether a failed one may go on to the next, and the header fields a backend
+ * gets for a request. How bytes reach a server is the business of the clients behind it
+ * (client.h): no library type crosses this header.
+ */
+#ifndef MG_GATEWAY_BACKEND_H
+#define MG_GATEWAY_BACKEND_H
+
+#include "gateway/internal.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Servers and retries (servers.c)
+ */
+
+/* The server a request starts with (index in b->servers): the primary for a write under
+ * primary_for_writes, the first under first_available, else the next in the weighted round robin.
+ * Connect failures go on to the following servers (mg_backend_server). */
+size_t mg_backend_first_server(mg_backend_conf_t *b, mg_str_t method);
+/* The server of attempt `attempt` (0 for the first) of a request that started on `first`:
+ * retries walk on from the first choice, round the list. */
+const mg_server_conf_t *mg_backend_server(const mg_backend_conf_t *b, size_t first, unsigned attempt);
+/* Whether a connect failure of `attempt` (0 for the first) may go on to the next server:
+ * idempotent methods only, at most `retries` times and num_servers - 1 times, never for a write
+ * pinned to the primary. */
+int mg_backend_may_retry(const mg_backend_conf_t *b, unsigned attempt, mg_str_t method);
+/* 1 for methods that may be retried on another server: GET HEAD OPTIONS PUT DELETE TRACE. */
+int mg_method_is_idempotent(mg_str_t method);
+/* 1 for methods that primary_for_writes sends to the primary: POST PUT PATCH DELETE. */
+int mg_method_is_write(mg_str_t method);
+
+/* What one attempt at a server came to, whichever client made it. */
+typedef enum mg_attempt_result {
+    MG_ATTEMPT_OK,               /* the whole response came */
+    MG_ATTEMPT_NOT_CONNECTED,    /* no connection to the server (refused, name not resolved): another may be tried */
+    MG_ATTEMPT_CONNECT_TIMEOUT,  /* no connection within connect_timeout: likewise */
+    MG_ATTEMPT_TIMED_OUT,        /* connected, then given up on time by the client */
+    MG_ATTEMPT_TOO_MANY_HEADERS, /* the response head has more than MG_BACKEND_MAX_FIELDS fields */
+    MG_ATTEMPT_BAD_HEAD,         /* a field or the reason phrase breaks RFC 9110's syntax */
+    MG_ATTEMPT_BAD_RESPONSE,     /* not a valid HTTP response */
+    MG_ATTEMPT_ABORTED,          /* its owner refused what came (client.h: on_head, on_body) */
+    MG_ATTEMPT_FAILED,           /* anything else: reset, closed early, out of memory */
+} mg_attempt_result_t;
+
+/* 1 when the attempt never got a connection: the next server may be tried (mg_backend_may_retry). */
+static inline int mg_attempt_never_connected(mg_attempt_result_t result)
+{
+    return result == MG_ATTEMPT_NOT_CONNECTED || result == MG_ATTEMPT_CONNECT_TIMEOUT;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * What a backend gets (headers.c)
+ */
+
+/* Emits the headers a backend gets for `r`: the client's in its order, less hop-by-hop ones and
+ * those the gateway writes, Cookie crumbs joined into one field, then Host (the route's
+ * forward.host, else the client's, else that of `server_url` for an HTTP/1.0 client that sent
+ * none), X-Forwarded-For/-Proto/-Host and X-Request-Id. Memory from r->req's pool. */
+typedef void (*mg_header_emit_t)(void *arg, const char *name, size_t nlen, const char *value, size_t vlen);
+void mg_forward_headers(mg_request_t *r, const char *server_url, mg_header_emit_t emit, void *arg);
+
+/* One header field for a backend. */
+typedef struct mg_backend_header {
+    h2o_iovec_t name, value;
+} mg_backend_header_t;
+
+/* The same fields as an array of *num entries in r->req's pool, pointing into the request's
+ * memory (valid while the request is). */
+mg_backend_header_t *mg_forward_header_list(mg_request_t *r, const char *server_url, size_t *num);
+
+/* ---------------------------------------------------------------------------------------
+ * Forwarding a request (forward.c)
+ */
+
+/* Starts forwarding `r` to its route's backend now: the response streams back to the client, with
+ * backpressure, the backend's `timeout` and connect retries. Always ends with a response. `over`
+ * (NULL: none) runs once when nothing more comes from the backend (the whole response came, or
+ * the transfer failed or was cancelled), which may be well before the client has read it all. */
+void mg_forward_start(mg_request_t *r, void (*over)(mg_request_t *r));
+/* Stops the backend side of a request whose client went away (or that is disposed): no response
+ * is sent for it. Does nothing when `r` is not forwarding. */
+void mg_forward_cancel(mg_request_t *r);
+
+/* ---------------------------------------------------------------------------------------
+ * A call of the gateway's own (call.c): a request complete in memory, the response collected
+ * whole. Same rules as a forward: the backend's servers in balance order, connect failures
+ * retried on the next server for idempotent methods, connect_timeout and timeout.
+ */
+typedef struct mg_call mg_call_t;
+
+typedef struct mg_call_spec {
+    mg_backend_conf_t *backend;
+    const char *method; /* NUL-terminated */
+    mg_str_t path, query;
+    const mg_backend_header_t *headers; /* the caller's, valid until the call ends; Host included */
+    size_t num_headers;
+    const char *body; /* NULL: none; else valid until the call ends */
+    size_t body_len;
+    size_t max_response; /* body bytes; beyond it the call fails (502) */
+} mg_call_spec_t;
+
+typedef struct mg_call_result {
+    int status;        /* the backend's, or 502/504 when `error` is set */
+    const char *error; /* NULL: the backend answered */
+    const char *body;  /* valid during the callback */
+    size_t len;
+} mg_call_result_t;
+
+typedef void (*mg_call_done_t)(void *arg, const mg_call_result_t *res);
+
+/* Starts a call; `done` runs once, later, on the worker's loop, unless the call is cancelled
+ * first. NULL when it cannot start (out of memory, no client took it). */
+mg_call_t *mg_call_start(mg_worker_t *w, const mg_call_spec_t *spec, mg_call_done_t done, void *arg);
+/* Stops a call whose `done` has not run: no callback follows. */
+void mg_call_cancel(mg_call_t *c);
+
+/* ---------------------------------------------------------------------------------------
+ * A connection to a server (connect.c), for what speaks its own protocol on it (the WebSocket
+ * tunnel's upgrade).
+ */
+typedef struct mg_backend_connect mg_backend_connect_t;
+
+/* The connection is open (MG_ATTEMPT_OK: `sock` is the caller's, its `data` unset) or failed
+ * (MG_ATTEMPT_NOT_CONNECTED, MG_ATTEMPT_CONNECT_TIMEOUT: `sock` is NULL). */
+typedef void (*mg_backend_connected_t)(void *arg, h2o_socket_t *sock, mg_attempt_result_t result);
+
+/* Opens a TCP connection to `server` on the worker's loop: at once for an address, after a name
+ * lookup (h2o's resolver threads) otherwise; the connect itself has `timeout_ms`. `done` runs
+ * once, later, unless cancelled first. NULL when it failed at once (no socket could be made, out
+ * of memory): as MG_ATTEMPT_NOT_CONNECTED, with nothing called back. */
+mg_backend_connect_t *mg_backend_connect(mg_worker_t *w, const mg_server_conf_t *server, uint64_t timeout_ms,
+                                         mg_backend_connected_t done, void *arg);
+/* Stops a connect whose `done` has not run: no callback follows. */
+void mg_backend_connect_cancel(mg_backend_connect_t *c);
+
+/* ---------------------------------------------------------------------------------------
+ * A worker's backend side (backend.c): its clients, on the worker thread
+ */
+
+/* Once per process, before any other thread starts: the clients' global state. */
+void mg_backend_process_init(void);
+/* Creates the worker's clients (after its loop and timers exist). 0, or -1 when out of memory. */
+int mg_backend_worker_init(mg_worker_t *w);
+/* Once nothing runs any more: closes their connections and frees them. */
+void mg_backend_worker_dispose(mg_worker_t *w);
+
+#endif

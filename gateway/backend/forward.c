@@ -1,0 +1,418 @@
+/*
+ * Forwarding a request to its backend, and streaming the response back, through whichever client
+ * speaks to the server (client.h).
+ *
+ * Backpressure: the exchange's body bytes are appended to `recv`; at most one h2o_send is in
+ * flight (from `sending`). When `recv` holds HIGH_WATER bytes, the exchange is paused
+ * (MG_BODY_PAUSE) and resumed from the generator's proceed. So a slow client holds at most about
+ * 2 x HIGH_WATER per request, whatever the response size.
+ *
+ * Timeouts: connect_timeout is the client's. `timeout` is ours: the backend must deliver the whole
+ * response within it, not counting the time the exchange is paused because the client reads
+ * slowly (a slow client is not a slow backend). It spans retries. The other way round, a client
+ * that accepts none of a pending send for client_idle_timeout is dropped (`stall`): h2o 2.2.5 has
+ * no write timeout, and a stalled reader (an HTTP/2 stream whose flow-control window stays
+ * closed, a socket nobody reads) would otherwise hold its connection, the paused exchange and its
+ * max_in_flight slot forever. HTTP/2 too loses the whole connection, as with nginx's
+ * send_timeout: h2o 2.2.5 gives a handler no way to reset its own stream.
+ */
+#include <string.h>
+#include "gateway/backend/internal.h"
+#include "gateway/client_watch.h"
+
+#define HIGH_WATER (256 * 1024)
+
+/* Where a forward stands; it only moves down the list. */
+typedef enum mg_forward_state {
+    MG_FORWARD_WAITING,   /* an attempt runs: the backend's final head has not come */
+    MG_FORWARD_HEAD,      /* the head is in req->res: body bytes collect in recv, nothing sent yet */
+    MG_FORWARD_STREAMING, /* the response has started: recv goes out one h2o_send at a time */
+    MG_FORWARD_ENDING,    /* the backend is done (`result`): what recv holds goes out with the end */
+    MG_FORWARD_OVER,      /* the final send is made, or the request failed or was cancelled */
+} mg_forward_state_t;
+
+typedef struct mg_forward {
+    mg_request_t *r;
+    mg_backend_conf_t *backend;
+    mg_exchange_t *x;              /* the attempt running, NULL between attempts and after the last */
+    void (*over)(mg_request_t *r); /* the backend side is over: called once, then NULL */
+    mg_forward_state_t state;
+    mg_attempt_result_t result; /* MG_FORWARD_ENDING: how the response ends */
+    /* two conditions that come and go whatever the state */
+    unsigned send_pending : 1; /* an h2o_send waits for proceed */
+    unsigned paused : 1;       /* the exchange waits for the client to read (backpressure) */
+    h2o_generator_t generator;
+    h2o_buffer_t *recv, *sending;
+    h2o_linklist_t flush_link;
+    mg_timer_t timeout;
+    mg_timer_t stall;
+    h2o_req_t *client_req; /* kept after the final send, for the stall guard */
+    mg_client_watch_t client_watch;
+    uint64_t timeout_left_ms;     /* while paused */
+    mg_backend_header_t *headers; /* for the backend, in the request's pool */
+    size_t num_headers;
+    size_t first_server;
+    unsigned attempt;
+    /* the response head */
+    int status;
+    h2o_iovec_t reason;
+    size_t content_length;
+} mg_forward_t;
+
+static int is_head(mg_str_t method)
+{
+    return h2o_memis(method.base, method.len, H2O_STRLIT("HEAD"));
+}
+
+static void try_send(mg_forward_t *f);
+static void release_exchange(mg_forward_t *f);
+
+/* ---------------------------------------------------------------------------------------
+ * The response, as the client hands it over
+ */
+
+/* The backend's final head: its end-to-end fields go into the client's response. */
+static int on_head(void *arg, int status, h2o_iovec_t reason, const mg_backend_header_t *fields, size_t num_fields)
+{
+    mg_forward_t *f = arg;
+    h2o_req_t *req = f->r->req;
+    mg_conn_tokens_t tokens = {.size = 0};
+    if (req == NULL)
+        return -1;
+    for (size_t i = 0; i < num_fields; i++)
+        if (h2o_memis(fields[i].name.base, fields[i].name.len, H2O_STRLIT("connection")))
+            mg_conn_tokens_add(&tokens, fields[i].value.base, fields[i].value.len);
+    f->content_length = SIZE_MAX;
+    for (size_t i = 0; i < num_fields; i++) {
+        const mg_backend_header_t *h = &fields[i];
+        if (h2o_memis(h->name.base, h->name.len, H2O_STRLIT("content-length")))
+            f->content_length = h2o_strtosize(h->value.base, h->value.len);
+        if (mg_header_is_hop_by_hop(h->name.base, h->name.len, &tokens) ||
+            mg_header_is_replaced_in_response(h->name.base, h->name.len))
+            continue;
+        h2o_add_header_by_str(&req->pool, &req->res.headers, h->name.base, h->name.len, 1, NULL, h->value.base, h->value.len);
+    }
+    f->status = status;
+    f->reason = reason;
+    f->state = MG_FORWARD_HEAD;
+    return 0;
+}
+
+static void start_response(mg_forward_t *f)
+{
+    h2o_req_t *req = f->r->req;
+    req->res.status = f->status;
+    req->res.reason = f->reason.base != NULL ? f->reason.base : "";
+    req->res.content_length = f->content_length;
+    /* set_method turned the client's request into a HEAD: the backend's length is that of a body
+     * nobody sends, and the client, which did not ask for a HEAD, must not wait for it */
+    if (is_head(f->r->send_method) && !is_head(f->r->method))
+        req->res.content_length = 0;
+    mg_request_add_own_headers(f->r, req);
+    f->r->status = f->status;
+    f->state = MG_FORWARD_STREAMING;
+    /* from here on h2o writes to the client and reports a departure itself */
+    mg_client_watch_stop(&f->client_watch);
+    h2o_start_response(req, &f->generator);
+}
+
+static void link_flush(mg_forward_t *f)
+{
+    if (!h2o_linklist_is_linked(&f->flush_link))
+        h2o_linklist_insert(&f->r->worker->backend->flush_list, &f->flush_link);
+}
+
+static mg_body_taken_t on_body(void *arg, const char *data, size_t len)
+{
+    mg_forward_t *f = arg;
+    if (f->r->req == NULL)
+        return MG_BODY_ABORT;
+    if (is_head(f->r->method) && !is_head(f->r->send_method))
+        return MG_BODY_TAKEN; /* set_method turned the client's HEAD into another method: no body goes back */
+    if (f->recv->size >= HIGH_WATER) {
+        /* the client is slower than the backend: stop reading until proceed, and stop the
+         * backend's clock meanwhile */
+        f->paused = 1;
+        uint64_t now = h2o_now(f->r->worker->ctx.loop);
+        f->timeout_left_ms = f->timeout.deadline > now ? f->timeout.deadline - now : 0;
+        mg_timer_cancel(&f->timeout);
+        return MG_BODY_PAUSE;
+    }
+    h2o_iovec_t room = h2o_buffer_reserve(&f->recv, len);
+    memcpy(room.base, data, len);
+    f->recv->size += len;
+    link_flush(f);
+    return MG_BODY_TAKEN;
+}
+
+static void on_proceed(h2o_generator_t *generator, h2o_req_t *req)
+{
+    mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, generator, generator);
+    f->send_pending = 0;
+    mg_timer_cancel(&f->stall);
+    h2o_buffer_consume(&f->sending, f->sending->size);
+    if (f->paused && f->state == MG_FORWARD_STREAMING) {
+        f->paused = 0;
+        mg_timer_set(&f->timeout, f->timeout_left_ms);
+        mg_exchange_resume(f->x);
+    }
+    try_send(f);
+}
+
+static void on_stop(h2o_generator_t *generator, h2o_req_t *req)
+{
+    mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, generator, generator);
+    mg_forward_cancel(f->r);
+}
+
+/* Sends what `recv` holds, and the end of the response once the backend is done. */
+static void try_send(mg_forward_t *f)
+{
+    if (f->state < MG_FORWARD_HEAD || f->state == MG_FORWARD_OVER || f->send_pending || f->r->req == NULL)
+        return;
+    if (f->state != MG_FORWARD_ENDING && f->recv->size == 0)
+        return;
+    if (f->state == MG_FORWARD_HEAD)
+        start_response(f);
+    h2o_buffer_t *t = f->sending;
+    f->sending = f->recv;
+    f->recv = t;
+    h2o_iovec_t buf = h2o_iovec_init(f->sending->bytes, f->sending->size);
+    h2o_send_state_t state = H2O_SEND_STATE_IN_PROGRESS;
+    if (f->state == MG_FORWARD_ENDING)
+        state = f->result == MG_ATTEMPT_OK ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_ERROR;
+    h2o_req_t *req = f->r->req;
+    f->r->bytes_sent += buf.len;
+    if (state != H2O_SEND_STATE_IN_PROGRESS) {
+        f->state = MG_FORWARD_OVER;
+        f->r->req = NULL;    /* h2o owns the request from the final send on */
+        release_exchange(f); /* the buffers stay until the request is disposed */
+        mg_request_log(f->r);
+    } else {
+        f->send_pending = 1;
+    }
+    mg_timer_set(&f->stall, f->r->conf->limits.client_idle_timeout_ms);
+    h2o_send(req, &buf, buf.len != 0, state);
+}
+
+void mg__forward_flush(mg_worker_t *w)
+{
+    h2o_linklist_t *list = &w->backend->flush_list;
+    while (!h2o_linklist_is_empty(list)) {
+        mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, flush_link, list->next);
+        h2o_linklist_unlink(&f->flush_link);
+        /* bytes only go out once the head is complete: clients deliver the head first */
+        if (f->state >= MG_FORWARD_HEAD)
+            try_send(f);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Attempts
+ */
+static const mg_exchange_callbacks_t exchange_callbacks;
+
+/* Starts the attempt at the server of its turn: retries walk on from the first choice. */
+static int start_attempt(mg_forward_t *f)
+{
+    mg_request_t *r = f->r;
+    if (f->attempt == 0)
+        f->first_server = mg_backend_first_server(f->backend, r->send_method);
+    const mg_server_conf_t *server = mg_backend_server(f->backend, f->first_server, f->attempt);
+    r->server = server->url;
+    /* made once, unless the Host of an HTTP/1.0 client that sent none is the server's */
+    if (f->headers == NULL || r->host.len == 0)
+        f->headers = mg_forward_header_list(r, server->url, &f->num_headers);
+    mg_exchange_request_t xr = {.server = server,
+                                .method = r->send_method,
+                                .path = r->send_path,
+                                .query = r->send_query,
+                                .headers = f->headers,
+                                .num_headers = f->num_headers,
+                                .body = r->req->entity, /* stays in the request's memory: a retry sends it again in full */
+                                .connect_timeout_ms = f->backend->connect_timeout_ms,
+                                .pool = &r->req->pool};
+    f->x = mg_exchange_start(r->worker, &xr, &exchange_callbacks, f);
+    return f->x != NULL ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Life cycle
+ */
+static void fail(mg_forward_t *f, int status, const char *code, const char *reason)
+{
+    mg_request_t *r = f->r;
+    mg_forward_cancel(r);
+    mg_request_send_error(r, status, code, reason);
+}
+
+static void on_client_gone(mg_client_watch_t *cw)
+{
+    mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, client_watch, cw);
+    f->r->status = 499; /* nginx's code for "the client closed the request" */
+    mg_request_log(f->r);
+    /* the connection is shut down: this answer reaches nobody, writing it makes h2o close the
+     * connection and free the request */
+    fail(f, 502, "backend-unavailable", "the client closed the connection");
+}
+
+/* An attempt ended before any byte of the response reached the client. */
+static void on_failed_before_response(mg_forward_t *f, mg_attempt_result_t result, const char *detail)
+{
+    switch (result) {
+    case MG_ATTEMPT_TOO_MANY_HEADERS:
+        fail(f, 502, "backend-unavailable", "the backend response has too many headers");
+        break;
+    case MG_ATTEMPT_BAD_HEAD:
+        fail(f, 502, "bad-gateway-response", "the backend response head has a malformed field or reason phrase");
+        break;
+    case MG_ATTEMPT_BAD_RESPONSE:
+        fail(f, 502, "bad-gateway-response", detail);
+        break;
+    case MG_ATTEMPT_NOT_CONNECTED:
+    case MG_ATTEMPT_CONNECT_TIMEOUT:
+        if (mg_backend_may_retry(f->backend, f->attempt, f->r->send_method)) {
+            f->attempt++;
+            if (start_attempt(f) == 0)
+                return;
+        }
+        fail(f, 502, "backend-unavailable", "no backend server accepted the connection");
+        break;
+    default:
+        fail(f, 502, "backend-unavailable", detail);
+        break;
+    }
+}
+
+/* Nothing more comes from the backend: its slot and the request's key turn pass on now (the
+ * starter's `over`), not when the client has read the response (a slow reader would hold them as
+ * long as it likes). */
+static void transfer_over(mg_forward_t *f)
+{
+    void (*over)(mg_request_t * r) = f->over;
+    f->over = NULL;
+    if (over != NULL)
+        over(f->r);
+}
+
+/* The backend is done: what `recv` holds goes out with the end of the response (an error
+ * ends it abnormally). */
+static void finish(mg_forward_t *f, mg_attempt_result_t result)
+{
+    transfer_over(f);
+    f->result = result;
+    if (f->state == MG_FORWARD_HEAD)
+        start_response(f);
+    f->state = MG_FORWARD_ENDING;
+    try_send(f);
+}
+
+static void on_done(void *arg, mg_attempt_result_t result, const char *detail)
+{
+    mg_forward_t *f = arg;
+    f->x = NULL;
+    mg_timer_cancel(&f->timeout);
+    if (f->r->req == NULL) {
+        /* the client is gone: nobody gets the response, the dispose frees it */
+        transfer_over(f);
+        f->state = MG_FORWARD_OVER;
+        return;
+    }
+    /* once the client has part of the response, an error can only cut it short */
+    if (f->state >= MG_FORWARD_STREAMING || (result == MG_ATTEMPT_OK && f->state == MG_FORWARD_HEAD))
+        finish(f, result);
+    else
+        on_failed_before_response(f, result, detail);
+}
+
+static const mg_exchange_callbacks_t exchange_callbacks = {on_head, on_body, on_done};
+
+static void on_timeout(mg_timer_t *timer)
+{
+    mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, timeout, timer);
+    release_exchange(f);
+    if (f->state < MG_FORWARD_STREAMING)
+        fail(f, 504, "backend-timeout", "the backend did not respond within the timeout");
+    else
+        finish(f, MG_ATTEMPT_TIMED_OUT);
+}
+
+static void on_stall(mg_timer_t *timer)
+{
+    mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, stall, timer);
+    release_exchange(f);
+    transfer_over(f); /* nothing more is read from the backend */
+    if (f->state != MG_FORWARD_OVER) {
+        f->state = MG_FORWARD_ENDING;
+        f->result = MG_ATTEMPT_FAILED;
+    }
+    mg_client_abort(f->client_req);
+}
+
+static mg_forward_t *forward_new(mg_request_t *r)
+{
+    h2o_req_t *req = r->req;
+    mg_forward_t *f = h2o_mem_alloc_pool(&req->pool, sizeof(*f));
+    memset(f, 0, sizeof(*f));
+    f->r = r;
+    f->backend = r->route->forward.backend;
+    f->state = MG_FORWARD_WAITING;
+    f->generator.proceed = on_proceed;
+    f->generator.stop = on_stop;
+    mg_timer_init(&f->timeout, &r->worker->timers, on_timeout);
+    mg_timer_init(&f->stall, &r->worker->timers, on_stall);
+    f->client_req = req;
+    h2o_buffer_init(&f->recv, &h2o_socket_buffer_prototype);
+    h2o_buffer_init(&f->sending, &h2o_socket_buffer_prototype);
+    r->forward = f;
+    return f;
+}
+
+/* 1 when every header value can be forwarded (no CR, LF or NUL). */
+static int headers_are_safe(h2o_req_t *req)
+{
+    for (size_t i = 0; i < req->headers.size; i++)
+        if (!mg_header_value_is_safe(req->headers.entries[i].value.base, req->headers.entries[i].value.len))
+            return 0;
+    return 1;
+}
+
+void mg_forward_start(mg_request_t *r, void (*over)(mg_request_t *r))
+{
+    mg_forward_t *f = forward_new(r);
+    f->over = over;
+    if (!headers_are_safe(r->req)) {
+        fail(f, 400, "bad-request", "a request header value contains CR, LF or NUL");
+        return;
+    }
+    mg_timer_set(&f->timeout, f->backend->timeout_ms);
+    mg_client_watch_start(&f->client_watch, &r->worker->timers, r->req, on_client_gone);
+    if (start_attempt(f) != 0)
+        fail(f, 502, "backend-unavailable", "cannot start the backend transfer");
+}
+
+/* Stops the attempt running; the connection stays in the client's keep-alive pool when it can. */
+static void release_exchange(mg_forward_t *f)
+{
+    mg_timer_cancel(&f->timeout);
+    mg_client_watch_stop(&f->client_watch);
+    if (h2o_linklist_is_linked(&f->flush_link))
+        h2o_linklist_unlink(&f->flush_link);
+    if (f->x != NULL)
+        mg_exchange_cancel(f->x);
+    f->x = NULL;
+}
+
+void mg_forward_cancel(mg_request_t *r)
+{
+    mg_forward_t *f = r->forward;
+    if (f == NULL)
+        return;
+    r->forward = NULL;
+    release_exchange(f);
+    transfer_over(f);
+    f->state = MG_FORWARD_OVER;
+    mg_timer_cancel(&f->stall);
+    h2o_buffer_dispose(&f->recv);
+    h2o_buffer_dispose(&f->sending);
+}

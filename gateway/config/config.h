@@ -1,0 +1,238 @@
+/*
+ * gateway/config: the configuration, from a YAML file to an immutable, reference-counted
+ * mg_config_t, and its reload; and the tenant rules read from it (which tenant a request
+ * belongs to, its quota). A library of its own that knows no h2o or libcurl: the fuzz targets
+ * and the unit tests link it alone. Everything the rest of the gateway reads of a
+ * configuration is declared here.
+ */
+#ifndef MG_GATEWAY_CONFIG_H
+#define MG_GATEWAY_CONFIG_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include "routes/routes.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Configuration (config.c, and a file per section: listen.c, backends.c, tenants.c, admin.c,
+ * limits.c; reload.c, check.c for reloads). Everything is copied out of the YAML document, which
+ * is freed before mg_config_load returns.
+ */
+typedef struct mg_listen_conf {
+    char *address; /* as written: "127.0.0.1:8080", "[::1]:8080", ":8080" */
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    char *tls_certificate; /* NULL: plain HTTP (HTTP/1.1 and h2c prior knowledge) */
+    char *tls_key;
+} mg_listen_conf_t;
+
+typedef struct mg_server_conf {
+    char *url; /* "http://host:port" with an optional path prefix, no trailing '/' */
+    unsigned weight;
+} mg_server_conf_t;
+
+typedef enum mg_balance {
+    MG_BALANCE_ROUND_ROBIN,
+    MG_BALANCE_PRIMARY_FOR_WRITES,
+    MG_BALANCE_FIRST_AVAILABLE,
+} mg_balance_t;
+
+typedef struct mg_backend_conf {
+    char *name;
+    mg_server_conf_t *servers;
+    size_t num_servers;
+    /* Round-robin order with weights expanded and interleaved (weight 2 appears twice). */
+    size_t *schedule;
+    size_t schedule_len;
+    mg_balance_t balance;
+    char *primary;        /* primary_for_writes only: one of the servers' urls */
+    size_t primary_index; /* ... and its index in `servers` */
+    uint64_t connect_timeout_ms;
+    uint64_t timeout_ms;
+    unsigned retries;
+    unsigned max_in_flight;         /* requests at the backend at once, all workers together; 0: unlimited */
+    uint64_t queue_timeout_ms;      /* longest wait in the scheduler before a 503 queue-timeout */
+    unsigned max_queued_per_key;    /* waiting requests of one ordering key, session or client; 0: no share */
+    struct mg_backend_sched *sched; /* the backend's scheduler, owned by the gateway (dispatch.c); NULL in tests */
+    atomic_size_t next;             /* round-robin cursor shared by all workers */
+} mg_backend_conf_t;
+
+typedef struct mg_limits_conf {
+    uint64_t max_request_body; /* bytes; 413 beyond */
+    uint64_t max_header_size;  /* bytes; 431 beyond */
+    uint64_t client_idle_timeout_ms;
+    uint64_t tls_handshake_timeout_ms;               /* 0: not set, the smaller of 10 s and client_idle_timeout */
+    unsigned max_http2_streams;                      /* concurrent streams per HTTP/2 connection */
+    unsigned max_requests_per_connection_per_second; /* 0: no cap */
+    int keep_escaped_slashes;                        /* escaped_slashes: keep (default reject: '\', %2F, %5C get 400) */
+    unsigned max_connections;                        /* client connections of the process; 0: auto */
+    unsigned max_connections_per_client;             /* per client address; 0: no cap */
+    uint64_t client_header_timeout_ms;               /* a whole request head must arrive within this */
+    uint64_t max_buffered_request_bytes;             /* request bodies held at once, whole process; 0: no bound */
+} mg_limits_conf_t;
+
+/* websocket: the sessions' timers and bounds (tunnel and bridge alike). */
+typedef struct mg_websocket_conf {
+    uint64_t idle_timeout_ms;     /* nothing received from either side for this long: close 1001 */
+    uint64_t ping_interval_ms;    /* nothing received from the client for this long: ping it; 0: never */
+    uint64_t close_timeout_ms;    /* a close handshake the peers do not finish: the connections are dropped */
+    uint64_t max_message_size;    /* bytes of one client message (all its fragments); beyond: close 1009 */
+    unsigned max_queued_messages; /* downstream messages waiting for a slow client; beyond: close 1008 */
+} mg_websocket_conf_t;
+
+/* tenants.identify: where a request's tenant comes from (tenants.c, identify.c). */
+typedef enum mg_identify_kind {
+    MG_IDENTIFY_HEADER,
+    MG_IDENTIFY_HOST, /* regex on the host (lower case, no port) */
+    MG_IDENTIFY_PATH, /* regex on the normalized path */
+} mg_identify_kind_t;
+
+typedef struct mg_identify_rule {
+    mg_identify_kind_t kind;
+    char *header;      /* MG_IDENTIFY_HEADER: the name, lower case */
+    mg_regex_t *regex; /* host, path: has a group named `tenant` */
+} mg_identify_rule_t;
+
+typedef struct mg_tenant_quota {
+    char *tenant;
+    mg_quota_t quota;
+} mg_tenant_quota_t;
+
+#define MG_TENANT_MAX_LEN 128
+#define MG_TENANTS_MAX_KEYS_DEFAULT 1000000
+#define MG_TENANTS_MAX_KEYS_MAX UINT64_C(1000000000)
+
+typedef struct mg_tenants_conf {
+    mg_identify_rule_t *identify; /* tried in order; the first non-empty value wins */
+    size_t num_identify;
+    int reject_unidentified;   /* unidentified: reject (401) */
+    mg_quota_t default_quota;  /* requests == 0: tenants without their own quota are not limited */
+    mg_tenant_quota_t *quotas; /* sorted by name (bsearch) */
+    size_t num_quotas;
+    uint64_t max_keys; /* keys the throttle may hold; beyond, new keys not bounded by the config are refused */
+} mg_tenants_conf_t;
+
+/* admin: the admin API listener (gateway/admin/). */
+typedef struct mg_admin_conf {
+    char *address; /* as written; NULL: no admin API */
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    char *token; /* NULL: no authentication; else every call needs Authorization: Bearer <token> */
+} mg_admin_conf_t;
+
+/* reload: the check of a new file in a child process before a reload loads it (check.c). */
+typedef struct mg_reload_conf {
+    uint64_t memory_limit; /* bytes of address space the checking process may use */
+    uint64_t timeout_ms;   /* how long it may take; then it is killed and the reload refused */
+} mg_reload_conf_t;
+
+#define MG_RELOAD_MIN_MEMORY (UINT64_C(64) << 20)
+
+/*
+ * A loaded configuration. Immutable once the gateway runs, except `refs`: it is shared by the
+ * workers, the admin thread and the requests in flight, and freed when the last reference is
+ * released (mg_config_release), so that a reload never pulls it from under a request.
+ */
+typedef struct mg_config {
+    char *file;
+    mg_listen_conf_t *listeners;
+    size_t num_listeners;
+    unsigned workers; /* default: number of CPUs */
+    uint64_t shutdown_timeout_ms;
+    char *access_log;  /* NULL: none; "-": stdout; else a path opened for append */
+    int access_log_fd; /* -1 until mg_config_open_access_log (loading opens nothing) */
+    mg_limits_conf_t limits;
+    mg_websocket_conf_t websocket;
+    mg_backend_conf_t *backends;
+    size_t num_backends;
+    mg_tenants_conf_t tenants;
+    mg_routes_t *routes;
+    mg_admin_conf_t admin;
+    mg_reload_conf_t reload;
+    uint64_t generation; /* 1 for the configuration loaded at start, +1 per successful reload */
+    atomic_uint refs;    /* 1 when loaded */
+} mg_config_t;
+
+/*
+ * Loads and validates FILE. Returns NULL after recording every error found (FILE:LINE:COL);
+ * warnings may be recorded on success. Defaults: workers = CPUs, shutdown_timeout 10s,
+ * max_request_body 10MiB, max_header_size 64KiB, client_idle_timeout 60s, max_http2_streams
+ * 100, client_header_timeout 10s, max_connections auto, max_connections_per_client 0,
+ * max_buffered_request_bytes 256MiB (max_request_body when larger), connect_timeout 2s, timeout 30s, retries 1, max_in_flight 0
+ * (unlimited), queue_timeout 5s, balance round_robin, weight 1; websocket: idle_timeout 120s,
+ * ping_interval 30s, close_timeout 5s, max_message_size 16MiB, max_queued_messages 1024;
+ * reload: memory_limit 1GiB, timeout 30s.
+ */
+mg_config_t *mg_config_load(const char *file, mg_errors_t *errs);
+/* Same from memory (tests); `name` is the file name used in messages. */
+mg_config_t *mg_config_load_string(const char *name, const char *text, mg_errors_t *errs);
+/* Same from `len` bytes (which may hold a NUL: the YAML reader then refuses them). */
+mg_config_t *mg_config_load_text(const char *name, const char *text, size_t len, mg_errors_t *errs);
+/*
+ * Loads `running->file` again for a reload. NULL after recording every error (`running` is not
+ * touched). On success the result has generation running->generation + 1, and the settings that
+ * only take effect at start (listen addresses and TLS, workers, admin.address,
+ * limits.max_request_body, limits.client_idle_timeout, limits.max_http2_streams) have
+ * `running`'s values: each one the file changes is recorded as a warning at its position.
+ * Opens nothing (see mg_config_open_access_log).
+ */
+mg_config_t *mg_config_reload(const mg_config_t *running, mg_errors_t *errs);
+/* Same from memory (tests): `text` stands for the file's new content. */
+mg_config_t *mg_config_reload_string(const mg_config_t *running, const char *text, mg_errors_t *errs);
+/*
+ * What the gateway's reloads call: mg_config_reload, but the file is read once and its bytes are
+ * first checked by this binary in a child process (`--check --stdin`), under the running
+ * configuration's reload.memory_limit and reload.timeout; they are loaded here only when that
+ * process exits 0. Whatever the file holds, a failure (its errors, the child running out of
+ * memory, crashing or running late) is recorded in `errs` and NULL returned; `running` is not
+ * touched. Needs /proc/self/exe.
+ */
+mg_config_t *mg_config_reload_checked(const mg_config_t *running, mg_errors_t *errs);
+/* The checking process's side: limits its own address space to `bytes` (0: no limit; builds
+ * with AddressSanitizer never limit it) and offers it to the kernel's OOM killer first. 0, or -1
+ * when the limit could not be set. */
+int mg_config_limit_memory(uint64_t bytes);
+/* Opens the access log named by conf->access_log (stdout for "-") into conf->access_log_fd, which
+ * mg_config_free closes. 0, or -1 after recording "cannot open access log ..." in `errs`. */
+int mg_config_open_access_log(mg_config_t *conf, mg_errors_t *errs);
+/* Parses a listen address ("127.0.0.1:8080", "[::1]:80", ":8080" = all IPv4). 0 or -1. */
+int mg_config_parse_address(const char *s, struct sockaddr_storage *ss, socklen_t *len);
+/* A one-line summary for `--check`: "FILE: ok (N listeners, N backends, N routes, N workers)"
+ * (singular for 1: "1 listener"). */
+void mg_config_summary(const mg_config_t *conf, char *buf, size_t size);
+/* The open files limit the gateway runs with: the hard RLIMIT_NOFILE (at most fs.nr_open), which
+ * it raises its soft limit to at start; the current limits in *soft and *hard (UINT64_MAX:
+ * unlimited). */
+uint64_t mg_config_nofile_target(uint64_t *soft, uint64_t *hard);
+/* limits.max_connections: auto for an open files limit of `nofile`: three quarters of what a
+ * reserve of 64 + workers x (6 + listeners) descriptors leaves (the last quarter is for backend
+ * connections), at least 16. */
+unsigned mg_config_auto_max_connections(uint64_t nofile, unsigned workers, size_t listeners);
+/* The descriptors `conf` may need with `max_connections` client connections: the reserve, the
+ * client connections, and backend connections: when every backend has a max_in_flight their sum
+ * (at most one per client connection), else one per three client connections (what auto leaves). */
+uint64_t mg_config_descriptors_needed(const mg_config_t *conf, unsigned max_connections);
+/* Frees the configuration whatever its references (--check, tests, a load that is dropped). */
+void mg_config_free(mg_config_t *conf);
+/* Takes one more reference; returns `conf`. Any thread. */
+mg_config_t *mg_config_retain(mg_config_t *conf);
+/* Drops one reference; the last one frees the configuration. Any thread; NULL is ignored. */
+void mg_config_release(mg_config_t *conf);
+
+/* ---------------------------------------------------------------------------------------
+ * Tenants at request time (identify.c): pure functions on the routing context, unit-tested
+ * without h2o.
+ */
+
+/* The quota of `tenant`: its own, else the default; NULL when it has none. */
+const mg_quota_t *mg_tenants_quota(const mg_tenants_conf_t *tc, mg_str_t tenant);
+/*
+ * Identifies the request's tenant by the rules in order; the first non-empty value wins and is
+ * stored in ctx->tenant (ctx->alloc memory when decoded). Returns 1 identified, 0 not, -1 when
+ * the value found is longer than MG_TENANT_MAX_LEN or holds a control character, or when a
+ * regex rule could not decide (ctx->error.reason set; a later rule does not stand in for it):
+ * the request gets a 400. Leaves no variables bound.
+ */
+int mg_tenants_identify(const mg_tenants_conf_t *tc, mg_ctx_t *ctx);
+
+#endif

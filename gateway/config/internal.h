@@ -1,0 +1,67 @@
+/*
+ * What the configuration loader's source files share (config.c and the section readers
+ * listen.c, backends.c, tenants.c, admin.c, limits.c; reload.c, check.c). Private to them: the
+ * rest of the gateway reads the finished mg_config_t through config.h.
+ */
+#ifndef MG_GATEWAY_CONFIG_INTERNAL_H
+#define MG_GATEWAY_CONFIG_INTERNAL_H
+
+#include "gateway/config/config.h"
+
+/* One load in progress: the configuration being filled and where its errors go. */
+typedef struct mg_config_loader {
+    mg_config_t *conf;
+    mg_errors_t *errs;
+    char *dir; /* the configuration file's directory with a trailing '/', or "" */
+} mg_config_loader_t;
+
+/* strdup that records "out of memory" at `at` when it fails. */
+char *mg__config_copy_str(mg_config_loader_t *cl, const mg_node_t *at, const char *s);
+/* `path` as given when absolute, else relative to the configuration file's directory (not the
+ * current one); NULL after recording "out of memory". The caller frees the result. */
+char *mg__config_resolve_path(mg_config_loader_t *cl, const mg_node_t *at, const char *path);
+/*
+ * Optional keys of mapping `map`: the value is stored in `*out` only when the key is present
+ * and valid (an invalid one records an error), so `*out` keeps its default otherwise.
+ * `positive`: a duration of 0 is refused.
+ */
+void mg__config_read_duration(mg_config_loader_t *cl, const mg_node_t *map, const char *key, int positive, uint64_t *out);
+void mg__config_read_uint(mg_config_loader_t *cl, const mg_node_t *map, const char *key, unsigned min, unsigned max, unsigned *out);
+/* A decimal port, 1..65535, and nothing after it (listen.c). 0 or -1. */
+int mg__config_parse_port(const char *s, uint16_t *port);
+
+/* Reads the required `listen:` section into cl->conf (listen.c). */
+void mg__config_parse_listen(mg_config_loader_t *cl, const mg_node_t *root);
+/* Reads the optional `backends:` section into cl->conf (backends.c). */
+void mg__config_parse_backends(mg_config_loader_t *cl, const mg_node_t *root);
+/* Reads the optional `tenants:` section into cl->conf (tenants.c). */
+void mg__config_parse_tenants(mg_config_loader_t *cl, const mg_node_t *root);
+void mg__config_tenants_free(mg_tenants_conf_t *tc);
+/* Frees what a backend owns (not the backend itself). */
+void mg__config_backend_free(mg_backend_conf_t *backend);
+/* Reads the optional `admin:` section into cl->conf, after `listen:` (admin.c). */
+void mg__config_parse_admin(mg_config_loader_t *cl, const mg_node_t *root);
+void mg__config_admin_free(mg_admin_conf_t *admin);
+/* 1 when the admin API listens on an address other than loopback without a token. */
+int mg__config_admin_exposed(const mg_admin_conf_t *admin);
+/* Records a warning at `at` when mg__config_admin_exposed (`--check` and reloads show it). */
+void mg__config_warn_exposed_admin(const mg_admin_conf_t *admin, const mg_node_t *at, mg_errors_t *errs);
+/* Reads limits.max_connections, max_connections_per_client, client_header_timeout and
+ * max_buffered_request_bytes from the `limits` mapping, after max_request_body (limits.c). */
+void mg__config_parse_connection_limits(mg_config_loader_t *cl, const mg_node_t *limits);
+/* Warns (at limits.max_connections, else the section, else `root`) when max_connections and the
+ * backend connections they may hold need more descriptors than `nofile`. */
+void mg__config_check_descriptors(mg_config_loader_t *cl, const mg_node_t *root, uint64_t nofile);
+/* Reads the optional `reload:` section into cl->conf (check.c). */
+void mg__config_parse_reload(mg_config_loader_t *cl, const mg_node_t *root);
+/* Checks `len` bytes of text as the next configuration in a child process (check.c): 0
+ * when it exits 0, else -1 after recording its errors, or how it ended, in `errs`. */
+int mg__config_check_in_child(const mg_config_t *running, const char *text, size_t len, mg_errors_t *errs);
+/* Equal socket addresses (same family, address and port). */
+int mg__config_same_address(const struct sockaddr_storage *a, socklen_t alen, const struct sockaddr_storage *b, socklen_t blen);
+
+/* Reads a loaded document into a new configuration (refs 1, generation 1); NULL after recording
+ * every error. `file` names the configuration in messages and resolves relative paths. */
+mg_config_t *mg__config_from_doc(const char *file, mg_doc_t *doc, mg_errors_t *errs);
+
+#endif

@@ -1,0 +1,195 @@
+/*
+ * Responses the gateway makes itself: errors (a status, X-Matchgate-Error naming the cause, a
+ * one-line body naming the reason and the route), with Retry-After or closing the connection when
+ * asked, and the route's own answers (respond, redirect). Each is final: it writes the access
+ * log line and the request is h2o's from then on.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include "gateway/internal.h"
+#include "gateway/accesslog.h"
+
+static const char *reason_phrase(int status)
+{
+    static const struct {
+        int status;
+        const char *reason;
+    } table[] = {{200, "OK"},
+                 {201, "Created"},
+                 {202, "Accepted"},
+                 {204, "No Content"},
+                 {301, "Moved Permanently"},
+                 {302, "Found"},
+                 {304, "Not Modified"},
+                 {307, "Temporary Redirect"},
+                 {308, "Permanent Redirect"},
+                 {400, "Bad Request"},
+                 {401, "Unauthorized"},
+                 {403, "Forbidden"},
+                 {404, "Not Found"},
+                 {405, "Method Not Allowed"},
+                 {413, "Payload Too Large"},
+                 {426, "Upgrade Required"},
+                 {429, "Too Many Requests"},
+                 {431, "Request Header Fields Too Large"},
+                 {500, "Internal Server Error"},
+                 {501, "Not Implemented"},
+                 {502, "Bad Gateway"},
+                 {503, "Service Unavailable"},
+                 {504, "Gateway Timeout"}};
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+        if (table[i].status == status)
+            return table[i].reason;
+    return "";
+}
+
+void mg_request_log(mg_request_t *r)
+{
+    if (r->logged)
+        return;
+    r->logged = 1;
+    mg_stat_response(&r->worker->stats, r->status);
+    if (r->conf->access_log_fd < 0)
+        return;
+    mg_access_entry_t e = {.peer = r->peer, .method = r->method, .path = r->path, .status = r->status, .bytes = r->bytes_sent};
+    gettimeofday(&e.when, NULL);
+    if (r->route != NULL)
+        e.route = mg_str(r->route->name, strlen(r->route->name));
+    if (r->server != NULL)
+        e.server = mg_str(r->server, strlen(r->server));
+    e.request_id = r->request_id;
+    e.tenant = r->tenant;
+    e.duration_ms = (double)(mg_monotonic_us() - r->started_at) / 1000.0;
+    mg_access_write(r->conf->access_log_fd, &e);
+}
+
+static void add_header(h2o_req_t *req, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+    h2o_add_header_by_str(&req->pool, &req->res.headers, name, nlen, 0, NULL, value, vlen);
+}
+
+static uint64_t whole_seconds(uint64_t us)
+{
+    return (us + 999999) / 1000000;
+}
+
+static void add_number(h2o_req_t *req, const char *name, size_t len, uint64_t value)
+{
+    char *buf = h2o_mem_alloc_pool(&req->pool, 24);
+    int n = snprintf(buf, 24, "%llu", (unsigned long long)value);
+    add_header(req, name, len, buf, (size_t)n);
+}
+
+static void add_ratelimit(mg_request_t *r, h2o_req_t *req)
+{
+    static const h2o_iovec_t names[] = {
+        {H2O_STRLIT("ratelimit-limit")}, {H2O_STRLIT("ratelimit-remaining")}, {H2O_STRLIT("ratelimit-reset")}};
+    if (!r->has_limit)
+        return;
+    /* ours describe the gateway's quota: a backend's own would contradict them */
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        ssize_t at;
+        while ((at = h2o_find_header_by_str(&req->res.headers, names[i].base, names[i].len, -1)) >= 0)
+            h2o_delete_header(&req->res.headers, at);
+    }
+    add_number(req, H2O_STRLIT("ratelimit-limit"), r->limit.limit);
+    add_number(req, H2O_STRLIT("ratelimit-remaining"), r->limit.remaining);
+    add_number(req, H2O_STRLIT("ratelimit-reset"), whole_seconds(r->limit.reset_us));
+}
+
+void mg_request_add_own_headers(mg_request_t *r, h2o_req_t *req)
+{
+    add_header(req, H2O_STRLIT("x-request-id"), r->request_id.base, r->request_id.len);
+    add_ratelimit(r, req);
+}
+
+/* Sends a complete response with a body held in the pool; `r` is done with its request after. */
+static void send_inline(mg_request_t *r, int status, const char *reason, const char *body, size_t len)
+{
+    h2o_req_t *req = r->req;
+    req->res.status = status;
+    req->res.reason = reason;
+    req->res.content_length = len;
+    mg_request_add_own_headers(r, req);
+    r->status = status;
+    r->bytes_sent = len;
+    r->req = NULL;
+    h2o_send_inline(req, body, len);
+    mg_request_log(r);
+}
+
+static void send_error(mg_request_t *r, int status, const char *code, const char *reason);
+
+void mg_request_send_error(mg_request_t *r, int status, const char *code, const char *reason)
+{
+    /* a backend head may have been copied in before the backend failed: none of it applies */
+    r->req->res.headers = (h2o_headers_t){NULL, 0, 0};
+    send_error(r, status, code, reason);
+}
+
+void mg_request_send_retry(mg_request_t *r, int status, const char *code, const char *reason, uint64_t retry_after_us)
+{
+    h2o_req_t *req = r->req;
+    uint64_t seconds = (retry_after_us + 999999) / 1000000; /* whole seconds, rounded up, >= 1 */
+    char *value = h2o_mem_alloc_pool(&req->pool, 24);
+    int len = snprintf(value, 24, "%llu", (unsigned long long)(seconds != 0 ? seconds : 1));
+    req->res.headers = (h2o_headers_t){NULL, 0, 0};
+    add_header(req, H2O_STRLIT("retry-after"), value, (size_t)len);
+    send_error(r, status, code, reason);
+}
+
+static void send_error(mg_request_t *r, int status, const char *code, const char *reason)
+{
+    h2o_req_t *req = r->req;
+    const char *route = r->route != NULL ? r->route->name : "-";
+    char *body = h2o_mem_alloc_pool(&req->pool, 256 + strlen(route));
+    int len = snprintf(body, 256 + strlen(route), "%d %s: %s (route %s)\n", status, reason_phrase(status), reason, route);
+    add_header(req, H2O_STRLIT("x-matchgate-error"), code, strlen(code));
+    add_header(req, H2O_STRLIT("content-type"), H2O_STRLIT("text/plain; charset=utf-8"));
+    send_inline(r, status, reason_phrase(status), body, (size_t)len);
+}
+
+/* A redirect: its status, Location and a one-line body. */
+void mg_request_send_redirect(mg_request_t *r, mg_str_t location)
+{
+    h2o_req_t *req = r->req;
+    size_t size = location.len + 32;
+    char *body = h2o_mem_alloc_pool(&req->pool, size);
+    int len = snprintf(body, size, "Redirecting to %.*s\n", (int)location.len, location.base);
+    add_header(req, H2O_STRLIT("location"), location.base, location.len);
+    add_header(req, H2O_STRLIT("content-type"), H2O_STRLIT("text/plain; charset=utf-8"));
+    send_inline(r, r->route->redirect.status, reason_phrase(r->route->redirect.status), body, (size_t)len);
+}
+
+void mg_request_send_respond(mg_request_t *r)
+{
+    const mg_route_t *route = r->route;
+    for (size_t i = 0; i < route->respond.num_headers; i++) {
+        const mg_header_t *h = &route->respond.headers[i];
+        add_header(r->req, h->name.base, h->name.len, h->value.base, h->value.len);
+    }
+    send_inline(r, route->respond.status, reason_phrase(route->respond.status), route->respond.body, route->respond.body_len);
+}
+
+void mg_request_send_error_and_close(mg_request_t *r, int status, const char *code, const char *reason)
+{
+    h2o_req_t *req = r->req;
+    /* HTTP/1: this response is the connection's last. HTTP/2: the whole connection goes at once
+     * (h2o 2.2.5 has no call to send GOAWAY), with every stream still open on it. */
+    h2o_socket_t *sock = req->version >= 0x200 ? req->conn->callbacks->get_socket(req->conn) : NULL;
+    req->http1_is_persistent = 0;
+    mg_request_send_error(r, status, code, reason);
+    if (sock != NULL)
+        shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
+}
+
+/* A plain request on a bridge route. RFC 9110 15.5.22: a 426 names the protocol to upgrade to,
+ * in HTTP/1 (HTTP/2 forbids the Upgrade header; RFC 9113 8.2.2). */
+void mg_request_send_upgrade_required(mg_request_t *r)
+{
+    r->req->res.headers = (h2o_headers_t){NULL, 0, 0};
+    if (r->req->version < 0x200)
+        add_header(r->req, H2O_STRLIT("upgrade"), H2O_STRLIT("websocket"));
+    send_error(r, 426, "bad-request", "this route takes WebSocket upgrades");
+}
