@@ -12,19 +12,12 @@
 
 #include "matchers/internal.h"
 
-/* RFC 9110 5.6.2 tchar. */
-static int mg_header_is_tchar(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
 /* Checks that the name is a token, and lowers it in place (it is our own copy). */
 static int mg_header_check_name(mg_field_t *f, const mg_node_t *node, mg_errors_t *errs)
 {
     char *name = (char *)f->name.base;
     for (size_t i = 0; i != f->name.len; ++i) {
-        if (!mg_header_is_tchar(name[i])) {
+        if (!mg_is_tchar(name[i])) {
             mg_errors_add(errs, node, "invalid header name '%s' (a name is a token such as X-Api-Key)", node->u.scalar.str);
             return -1;
         }
