@@ -64,30 +64,16 @@ static int mg_header_match(const mg_matcher_t *self, mg_ctx_t *ctx)
     return f->op == MG_FIELD_PRESENT && !f->present;
 }
 
-static void mg_header_dispose(mg_matcher_t *self)
-{
-    mg_field_t *f = self->data;
-    if (f == NULL)
-        return;
-    mg__field_dispose(f);
-    free(f);
-}
-
 static size_t mg_header_describe(const mg_matcher_t *self, char *buf, size_t size)
 {
     return mg__field_describe(self->data, "header", buf, size);
-}
-
-static int mg_header_binds(const mg_matcher_t *self, mg_str_t name)
-{
-    return mg__field_binds(self->data, name);
 }
 
 const mg_matcher_ops_t mg_matcher_header = {
     .name = "header",
     .compile = mg_header_compile,
     .match = mg_header_match,
-    .dispose = mg_header_dispose,
+    .dispose = mg__field_dispose,
     .describe = mg_header_describe,
-    .binds = mg_header_binds,
+    .binds = mg__field_binds,
 };

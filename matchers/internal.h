@@ -29,7 +29,7 @@ typedef struct mg_field {
 
 /*
  * Compiles the mapping `arg` of condition `kind` ("header") into *f: a string `name` and
- * exactly one test. 0, or -1 after recording errors (f may hold a part: mg__field_dispose it).
+ * exactly one test. 0, or -1 after recording errors (f may hold a part: the kind's dispose frees it).
  */
 int mg__field_compile(mg_field_t *f, const char *kind, const mg_node_t *arg, mg_errors_t *errs);
 /* 1 when `value` passes the value test (any op but MG_FIELD_PRESENT), byte for byte, 0 when it
@@ -38,8 +38,9 @@ int mg__field_compile(mg_field_t *f, const char *kind, const mg_node_t *arg, mg_
 int mg__field_test(const mg_field_t *f, mg_str_t value, mg_ctx_t *ctx);
 /* {"<kind>":{"name":N,"<op>":V}} */
 size_t mg__field_describe(const mg_field_t *f, const char *kind, char *buf, size_t size);
-int mg__field_binds(const mg_field_t *f, mg_str_t name);
-void mg__field_dispose(mg_field_t *f);
+/* The binds and dispose of a kind whose self->data is a malloc'd mg_field_t. */
+int mg__field_binds(const mg_matcher_t *self, mg_str_t name);
+void mg__field_dispose(mg_matcher_t *self);
 
 /* ---------------------------------------------------------------------------------------
  * A set of exact strings (method, tenant): `kind: a` or `kind: [a, b]`, compared byte for byte.
