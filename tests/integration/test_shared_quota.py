@@ -1,0 +1,152 @@
+"""tenants.store: quotas shared by a fleet of gateways in one real redis-server (issue 17).
+Several gateway processes share the counts; Redis killed mid-run leaves every request answered
+within the timeout as on_failure says, and shared mode comes back when Redis does."""
+
+import json
+import multiprocessing
+import time
+import urllib.request
+
+import pytest
+
+from redis_support import RedisServer
+from support import free_port, gateway_config, request, wait_until
+
+N, D = 20, 1.0  # the quota: N requests in any window of D seconds
+
+
+@pytest.fixture
+def redis(tmp_path):
+    r = RedisServer(tmp_path / "redis")
+    yield r
+    r.stop()
+
+
+def fleet_config(port, backend, redis_url, admin_port=None, **store):
+    conf = gateway_config(port, {"b": [backend.url]}, [{"name": "all", "forward": "b"}], workers=2)
+    conf["tenants"] = {
+        "identify": [{"header": "X-Tenant"}],
+        "default_quota": {"requests": N, "per": f"{int(D * 1000)}ms"},
+        "store": dict({"redis": redis_url, "timeout": "50ms", "on_failure": "local", "nodes": 3}, **store),
+    }
+    if admin_port:
+        conf["admin"] = {"address": f"127.0.0.1:{admin_port}"}
+    return conf
+
+
+def start_fleet(start_gateway, backend, redis, count=3, **store):
+    gws = []
+    for _ in range(count):
+        conf = fleet_config(free_port(), backend, redis.url, free_port(), **store)
+        gws.append(start_gateway(conf))
+    return gws
+
+
+def hammer(args):
+    """One client process: requests round robin over the gateways and tenants until `until`
+    (time.monotonic), one at a time; returns (tenant, status, seconds taken) per request."""
+    ports, tenants, until, offset = args
+    out = []
+    i = offset
+    while time.monotonic() < until:
+        port, tenant = ports[i % len(ports)], tenants[(i // len(ports)) % len(tenants)]
+        i += 1
+        started = time.monotonic()
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/x", headers={"X-Tenant": tenant})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                status = resp.status
+                resp.read()
+        except urllib.error.HTTPError as e:
+            status = e.code
+            e.read()
+        out.append((tenant, status, time.monotonic() - started))
+    return out
+
+
+def run_clients(gws, tenants, seconds, clients=4):
+    until = time.monotonic() + seconds
+    ports = [g.port for g in gws]
+    with multiprocessing.get_context("fork").Pool(clients) as pool:
+        results = pool.map(hammer, [(ports, tenants, until, k) for k in range(clients)])
+    return [r for part in results for r in part]
+
+
+def max_in_window(times, window):
+    """The most arrivals in any window of `window` seconds (times sorted)."""
+    best, lo = 0, 0
+    for hi, t in enumerate(times):
+        while t - times[lo] >= window:
+            lo += 1
+        best = max(best, hi - lo + 1)
+    return best
+
+
+def arrivals(backend, tenant):
+    return sorted(r.at for r in backend.requests if r.headers.get("x-tenant") == tenant)
+
+
+def test_store_is_used_and_429_headers_stay(start_gateway, backend, redis):
+    gw = start_fleet(start_gateway, backend, redis, count=1)[0]
+    statuses = []
+    for _ in range(N + 2):
+        status, headers, _ = request(gw.port, "GET", "/x", {"X-Tenant": "acme"})
+        statuses.append(status)
+    assert statuses == [200] * N + [429] * 2
+    assert headers["x-matchgate-error"] == "throttled"
+    assert int(headers["retry-after"]) >= 1
+    assert headers["ratelimit-limit"] == str(N) and headers["ratelimit-remaining"] == "0"
+    # the count lives in Redis, under the prefix and the tenant's hash tag
+    assert any(k.startswith("mg:{acme}") for k in redis.cli("--scan").split())
+    tenants = json.loads(gw.admin_request("GET", "/tenants")[2])
+    assert tenants["store"]["mode"] == "shared"
+    metrics = gw.metrics()
+    assert metrics.get('matchgate_store_decisions_total{by="store"}', 0) >= N + 2
+
+
+def test_three_gateways_share_one_quota(start_gateway, backend, redis):
+    gws = start_fleet(start_gateway, backend, redis)
+    tenants = ["acme", "globex"]
+    seconds = 10.0
+    started = time.monotonic()
+    results = run_clients(gws, tenants, seconds)
+    elapsed = time.monotonic() - started
+    assert all(s in (200, 429) for _, s, _ in results), {s for _, s, _ in results}
+    for t in tenants:
+        times = arrivals(backend, t)
+        ok = sum(1 for tt, s, _ in results if tt == t and s == 200)
+        assert ok == len(times)
+        # never more than N in any window D (20 ms for the arrival log's own delay)
+        assert max_in_window(times, D - 0.02) <= N, t
+        # and no under-admission: a window every D from the first admission, each filled
+        windows = int((times[-1] - times[0]) / D) + 1
+        assert len(times) >= N * windows - 3, (t, len(times), windows)
+        assert windows >= int(elapsed / D) - 1
+    for g in gws:
+        m = g.metrics()
+        assert m.get('matchgate_store_decisions_total{by="fallback"}', 0) == 0
+
+
+def test_redis_killed_and_restarted(start_gateway, backend, redis):
+    gws = start_fleet(start_gateway, backend, redis, count=2, timeout="100ms")
+    t0 = time.monotonic()
+    # Redis goes away: every request is still answered within the timeout and a little
+    redis.kill()
+    results = run_clients(gws, ["acme"], 2.0, clients=2)
+    assert results and all(s in (200, 429) for _, s, _ in results)
+    assert max(took for _, _, took in results) < 0.1 + 0.5
+    # on_failure local: each of the 3 nodes admits N/3 per window on its own
+    after = [t for t in arrivals(backend, "acme") if t > t0]
+    assert max_in_window(after, D - 0.02) <= len(gws) * (N // 3)
+    for g in gws:
+        assert json.loads(g.admin_request("GET", "/tenants")[2])["store"]["mode"] == "fallback"
+        assert g.metrics().get('matchgate_store_decisions_total{by="fallback"}', 0) > 0
+    # Redis is back: shared mode again within a second
+    redis.start()
+    back = time.monotonic()
+    for g in gws:
+        assert wait_until(lambda: json.loads(g.admin_request("GET", "/tenants")[2])["store"]["mode"] == "shared", 3)
+    assert time.monotonic() - back < 2.0
+    status, _, _ = request(gws[0].port, "GET", "/x", {"X-Tenant": "zeta"})
+    assert status == 200
+    assert any(k.startswith("mg:{zeta}") for k in redis.cli("--scan").split())
