@@ -152,3 +152,67 @@ def test_redis_killed_and_restarted(start_gateway, backend, redis):
     status, _, _ = request(gws[0].port, "GET", "/x", {"X-Tenant": "zeta"})
     assert status == 200
     assert any(k.startswith("mg:{zeta}") for k in redis.cli("--scan").split())
+
+
+@pytest.mark.parametrize("store, at, message", [
+    ({"redis": "http://127.0.0.1:1"}, "http://", "a store URL starts with redis://"),
+    ({"redis": "rediss://127.0.0.1:1"}, "rediss://", "rediss:// (TLS) is not supported"),
+    ({"redis": "redis://127.0.0.1:0"}, "redis://127.0.0.1:0", "port from 1 to 65535"),
+    ({"redis": ["redis://127.0.0.1:7000", "redis://127.0.0.1:7001/2"]}, "redis://127.0.0.1:7001/2",
+     "a Redis Cluster has database 0 only"),
+    ({"redis": "redis://127.0.0.1:1", "timeout": "20s"}, "20s", "timeout must be at most 10s"),
+    ({"redis": "redis://127.0.0.1:1", "timeout": "0ms"}, "0ms", "timeout must be greater than 0"),
+    ({"redis": "redis://127.0.0.1:1", "on_failure": "maybe"}, "maybe", "on_failure must be local, allow or reject"),
+    ({"redis": "redis://127.0.0.1:1", "nodes": 1001}, "1001", "between 1 and 1000"),
+    ({"redis": "redis://127.0.0.1:1", "key_prefix": "a{b"}, '"a{b"', "key_prefix may not hold '{' or '}'"),
+    ({"redis": "redis://127.0.0.1:1", "color": "red"}, "color", "unknown key 'color'"),
+    ({"password": "x"}, "password", "missing key 'redis'"),
+])
+def test_check_refuses_bad_store_settings(tmp_path, store, at, message):
+    """Each bad setting is refused with the position (FILE:LINE:COL) of what is wrong."""
+    from support import run_matchgate, to_yaml
+    conf = {"listen": [{"address": "127.0.0.1:18080"}],
+            "tenants": {"identify": [{"header": "X-Tenant"}], "store": store}, "routes": []}
+    path = tmp_path / "m.yaml"
+    text = to_yaml(conf) + "\n"
+    path.write_text(text)
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if at in l)
+    col = text.splitlines()[line - 1].index(at) + 1
+    res = run_matchgate("--check", "-c", path)
+    assert res.returncode == 1
+    assert message in res.stderr, res.stderr
+    assert f"{path}:{line}:{col}:" in res.stderr, (res.stderr, text)
+
+
+def test_reload_keeps_connections_and_can_change_store(start_gateway, backend, redis, tmp_path):
+    gw = start_fleet(start_gateway, backend, redis, count=1)[0]
+    assert request(gw.port, "GET", "/x", {"X-Tenant": "acme"})[0] == 200
+    clients = lambda r: int(r.cli("info", "clients").split("connected_clients:")[1].split()[0])
+    before = clients(redis)
+    # a new key prefix and timeout: the same servers, the same connections
+    conf = fleet_config(gw.port, backend, redis.url, gw.admin_port, key_prefix="other-", timeout="80ms")
+    from support import to_yaml
+    gw.write_config(conf)
+    assert "reloaded" in gw.reload()
+    assert request(gw.port, "GET", "/x", {"X-Tenant": "acme"})[0] == 200
+    assert any(k.startswith("other-{acme}") for k in redis.cli("--scan").split())
+    assert clients(redis) == before
+    # another Redis: the client moves there
+    other = RedisServer(tmp_path / "redis2")
+    try:
+        gw.write_config(fleet_config(gw.port, backend, other.url, gw.admin_port))
+        assert "reloaded" in gw.reload()
+        assert wait_until(lambda: request(gw.port, "GET", "/x", {"X-Tenant": "initech"})[0] == 200 and
+                          any(k.startswith("mg:{initech}") for k in other.cli("--scan").split()), 5)
+        assert json.loads(gw.admin_request("GET", "/tenants")[2])["store"]["mode"] == "shared"
+        # store removed: the local throttle again
+        conf = fleet_config(gw.port, backend, other.url, gw.admin_port)
+        del conf["tenants"]["store"]
+        gw.write_config(conf)
+        assert "reloaded" in gw.reload()
+        assert json.loads(gw.admin_request("GET", "/tenants")[2])["store"]["mode"] == "local"
+        statuses = [request(gw.port, "GET", "/x", {"X-Tenant": "hooli"})[0] for _ in range(N + 1)]
+        assert statuses == [200] * N + [429]
+        assert not any("hooli" in k for k in other.cli("--scan").split())
+    finally:
+        other.stop()
