@@ -216,3 +216,33 @@ def test_reload_keeps_connections_and_can_change_store(start_gateway, backend, r
         assert not any("hooli" in k for k in other.cli("--scan").split())
     finally:
         other.stop()
+
+
+def test_bridged_messages_share_the_tenant_quota_across_gateways(start_gateway, redis):
+    from test_bridge import Bank, answers, bridge_config, msg
+    from wsbackend import connect, run
+    bank = Bank()
+    try:
+        tenants = {"identify": [{"header": "X-Tenant"}], "quotas": {"acme": {"requests": 6, "per": "30s"}},
+                   "store": {"redis": redis.url}}
+        ports = [free_port(), free_port()]
+        for p in ports:
+            start_gateway(bridge_config(p, bank.url, tenants=tenants))
+
+        async def main():
+            # the two upgrades are the first two admissions; then 4 messages are left for both
+            async with connect(f"ws://127.0.0.1:{ports[0]}/sockets/q", extra_headers={"X-Tenant": "acme"}) as a, \
+                    connect(f"ws://127.0.0.1:{ports[1]}/sockets/q", extra_headers={"X-Tenant": "acme"}) as b:
+                for i in range(4):
+                    await a.send(msg(i, "balance"))
+                    await b.send(msg(i, "balance"))
+                return await answers(a, 4), await answers(b, 4)
+
+        got_a, got_b = run(main())
+        # each session's answers come in its messages' order
+        assert [x["id"] for x in got_a] == [0, 1, 2, 3] and [x["id"] for x in got_b] == [0, 1, 2, 3]
+        statuses = [x["status"] for x in got_a + got_b]
+        assert sorted(statuses) == [200] * 4 + [429] * 4, statuses
+        assert any(k.startswith("mg:{acme}") for k in redis.cli("--scan").split())
+    finally:
+        bank.stop()
