@@ -169,7 +169,10 @@ def test_redis_killed_and_restarted(start_gateway, backend, redis, policy):
     redis.kill()
     clients.join(60)
     assert results and all(s in (200, 429) for _, s, *_ in results)
-    assert max(r[2] for r in results) < timeout + 0.5
+    # "a little": scheduling on a loaded 2-core machine, more under the sanitizers
+    little = 1.5 if os.environ.get("MG_SANITIZED") == "1" else 0.5
+    slow = [(round(r[3] - killed, 3), round(r[2], 3), r[1]) for r in results if r[2] >= timeout + little]
+    assert not slow, slow
     after = [r for r in results if r[3] > killed]
     assert after
     if policy == "allow":
