@@ -65,7 +65,8 @@ typedef struct mg_worker_stats {
     mg_stat_t store_errors[4];
     mg_stat_t store_latency[MG_STORE_LATENCY_BUCKETS]; /* by bucket, not cumulative */
     mg_stat_t store_latency_sum_us;
-    mg_stat_t store_mode; /* 0 no client, 1 shared (every Redis node answers), 2 some decisions fall back */
+    mg_stat_t store_mode;                   /* 0 no client, 1 shared (every Redis node answers), 2 some decisions fall back */
+    mg_stat_t store_writes, store_commands; /* sent to Redis by the worker's clients (pipelining: writes per decision) */
 } mg_worker_stats_t;
 
 static inline void mg_stat_inc(mg_stat_t *p)

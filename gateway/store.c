@@ -13,8 +13,9 @@
 typedef struct mg_store_worker {
     mg_worker_t *w;
     mg_store_loop_t loop;
-    mg_store_client_t *client; /* NULL without tenants.store */
-    mg_config_t *conf;         /* one reference: the configuration whose store the client serves */
+    mg_store_client_t *client;           /* NULL without tenants.store */
+    mg_config_t *conf;                   /* one reference: the configuration whose store the client serves */
+    uint64_t base_writes, base_commands; /* of the clients closed before this one */
 } mg_store_worker_t;
 
 /* ---------------------------------------------------------------------------------------
@@ -150,10 +151,29 @@ static void count(mg_worker_t *w, int rc)
         mg_stat_inc(&w->stats.throttle_rejected);
 }
 
+/* The worker's figures from its client's: the mode, and what it sent (for /metrics). */
 static void note_mode(mg_store_worker_t *sw)
 {
+    mg_store_stats_t s = {0};
     uint64_t mode = sw->client == NULL ? 0 : mg_store_client_shared(sw->client) ? 1 : 2;
+    if (sw->client != NULL)
+        mg_store_client_stats(sw->client, &s);
     atomic_store_explicit(&sw->w->stats.store_mode, mode, memory_order_relaxed);
+    atomic_store_explicit(&sw->w->stats.store_writes, sw->base_writes + s.flushes, memory_order_relaxed);
+    atomic_store_explicit(&sw->w->stats.store_commands, sw->base_commands + s.commands, memory_order_relaxed);
+}
+
+/* Closes the worker's client, keeping what it sent in the worker's totals. */
+static void client_close(mg_store_worker_t *sw)
+{
+    mg_store_stats_t s;
+    if (sw->client == NULL)
+        return;
+    mg_store_client_stats(sw->client, &s); /* closing sends nothing more */
+    mg_store_client_free(sw->client);      /* may answer decisions (note_mode): sw->client is still set */
+    sw->client = NULL;
+    sw->base_writes += s.flushes;
+    sw->base_commands += s.commands;
 }
 
 /*
@@ -340,8 +360,7 @@ void mg_store_worker_sync(mg_worker_t *w)
     } else if (from != NULL || to != NULL) {
         /* pending decisions are answered by on_failure first; decisions their requests start
          * meanwhile are answered at once */
-        mg_store_client_free(sw->client);
-        sw->client = NULL;
+        client_close(sw);
         if (to != NULL)
             sw->client = client_new(sw, to);
     }
@@ -356,8 +375,7 @@ void mg_store_worker_dispose(mg_worker_t *w)
     mg_store_worker_t *sw = w->store;
     if (sw == NULL)
         return;
-    mg_store_client_free(sw->client);
-    sw->client = NULL;
+    client_close(sw);
     note_mode(sw);
     if (sw->conf != NULL)
         mg_config_release(sw->conf);

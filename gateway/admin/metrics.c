@@ -63,6 +63,14 @@ static void put_store_metrics(FILE *out, mg_gateway_t *gw)
     for (size_t i = 1; i < 4; i++)
         fprintf(out, "matchgate_store_errors_total{error=\"%s\"} %llu\n", errors[i],
                 (unsigned long long)sum_workers(gw, offsetof(mg_worker_stats_t, store_errors) + i * sizeof(mg_stat_t)));
+    put_header(out, "matchgate_store_writes_total", "counter",
+               "Writes that sent commands to Redis: decisions in one loop turn share one (pipelining).");
+    fprintf(out, "matchgate_store_writes_total %llu\n",
+            (unsigned long long)sum_workers(gw, offsetof(mg_worker_stats_t, store_writes)));
+    put_header(out, "matchgate_store_commands_total", "counter",
+               "Commands sent to Redis (decisions, redirects, handshakes, probes).");
+    fprintf(out, "matchgate_store_commands_total %llu\n",
+            (unsigned long long)sum_workers(gw, offsetof(mg_worker_stats_t, store_commands)));
     put_header(out, "matchgate_store_latency_seconds", "histogram", "Time from a quota decision's start to Redis's answer.");
     for (size_t i = 0; i < MG_STORE_LATENCY_BUCKETS; i++) {
         cumulative += sum_workers(gw, offsetof(mg_worker_stats_t, store_latency) + i * sizeof(mg_stat_t));
