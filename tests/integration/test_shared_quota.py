@@ -332,3 +332,52 @@ def test_three_gateways_on_a_redis_cluster_with_a_slot_migration(start_gateway, 
             assert g.metrics().get('matchgate_store_decisions_total{by="fallback"}', 0) == 0
     finally:
         cluster.stop()
+
+
+def test_clients_that_leave_while_their_decision_waits(start_gateway, backend, redis):
+    """Redis holds every command (CLIENT PAUSE): decisions wait. HTTP/2 streams reset and HTTP/1
+    connections closed meanwhile leave nothing behind (the decision is cancelled, or answered
+    into a request that is still there); the requests still open get their answer from
+    on_failure at the timeout; afterwards every request is served and nothing is in flight."""
+    import socket
+    from h2client import CANCEL, DATA, END_HEADERS, END_STREAM, HEADERS, RST_STREAM, RawH2, frame
+    gw = start_fleet(start_gateway, backend, redis, count=1, timeout="300ms", on_failure="reject")[0]
+    assert request(gw.port, "GET", "/x", {"X-Tenant": "acme"})[0] == 200  # connected, script loaded
+    redis.cli("client", "pause", "1500")
+    c = RawH2(gw.port)
+    ids = list(range(1, 41, 2))
+    c.send(b"".join(frame(HEADERS, END_HEADERS | END_STREAM, i, c.request_block(b"/x", extra=[(b"x-tenant", b"acme")]))
+                    for i in ids))
+    socks = []
+    for _ in range(10):
+        s = socket.create_connection(("127.0.0.1", gw.port), timeout=5)
+        s.sendall(b"GET /x HTTP/1.1\r\nHost: t\r\nX-Tenant: acme\r\n\r\n")
+        socks.append(s)
+    time.sleep(0.05)
+    c.send(b"".join(frame(RST_STREAM, 0, i, CANCEL.to_bytes(4, "big")) for i in ids[::2]))  # half of them
+    for s in socks[:5]:
+        s.close()
+    # the others are answered by on_failure (reject) once the timeout has passed
+    for s in socks[5:]:
+        s.settimeout(5)
+        assert s.recv(4096).startswith(b"HTTP/1.1 429"), "an open request waiting for Redis got no answer"
+        s.close()
+    from h2client import _headers_payload
+    statuses, done, deadline = {}, set(), time.monotonic() + 5
+    while not set(ids[1::2]) <= done and time.monotonic() < deadline:
+        f = c.read_frame(max(deadline - time.monotonic(), 0.001))
+        if f is None:
+            break
+        ftype, flags, sid, payload = f
+        if ftype == HEADERS:
+            fields = dict(c.decoder.decode(_headers_payload(flags, payload), raw=True))
+            statuses[sid] = int(fields[b":status"])
+        if ftype in (HEADERS, DATA) and flags & END_STREAM:
+            done.add(sid)
+    assert all(statuses.get(i) == 429 for i in ids[1::2]), statuses
+    assert not set(ids[::2]) & set(statuses), "a reset stream was answered"
+    c.close()
+    time.sleep(1.6)  # the pause is over
+    assert request(gw.port, "GET", "/x", {"X-Tenant": "acme"})[0] == 200
+    assert wait_until(lambda: gw.metrics().get("matchgate_requests_in_flight", 1) == 0, 5)
+    assert gw.metrics().get('matchgate_store_errors_total{error="timeout"}', 0) > 0
