@@ -12,7 +12,7 @@
 #include "gateway/internal.h"
 #include "gateway/store.h"
 
-#define MG_LIMITS_WAIT 1
+#define MG_LIMITS_WAIT 2 /* not 1: mg_limits_admit_tenant returns 1 for admitted */
 typedef void (*mg_limits_next_t)(mg_request_t *r, mg_ctx_t *ctx);
 
 /* The tenant's quota (tenants.quotas / default_quota), when the request has a tenant. */
