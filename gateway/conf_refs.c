@@ -15,6 +15,7 @@
 #include "gateway/process.h"
 #include "gateway/dispatch.h"
 #include "gateway/limits.h"
+#include "gateway/store.h"
 
 typedef struct mg_conf_hold {
     mg_config_t *conf; /* one reference */
@@ -97,6 +98,9 @@ static void on_conf_message(h2o_multithread_receiver_t *receiver, h2o_linklist_t
     mg_messages_free(messages);
     if (w->conf != NULL)
         refresh(w);
+    /* here, at the top of a loop callback, the store client may be replaced (store.c) */
+    if (w->store != NULL)
+        mg_store_worker_sync(w);
     /* the reload reconfigured the schedulers before this message was sent: a deadline that came
      * forward needs the timers now, not when their old time comes */
     mg_dispatch_worker_rearm(w);

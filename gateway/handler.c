@@ -31,6 +31,7 @@ static void add_header(h2o_req_t *req, const char *name, size_t nlen, const char
 static void on_request_dispose(void *p)
 {
     mg_request_t *r = p;
+    mg_limits_cancel(r); /* a quota decision still waiting for Redis */
     if (r->forward != NULL)
         mg_forward_cancel(r);
     if (r->tunnel != NULL)
@@ -257,27 +258,38 @@ static int admit(mg_request_t *r, mg_ctx_t *ctx)
     return -1;
 }
 
+/* The route's quotas admitted the request: its actions, then its terminal. */
+static void on_routes_admitted(mg_request_t *r, mg_ctx_t *ctx)
+{
+    mg_route_result_t res;
+    if (mg_route_apply(r->route, ctx, &res) != 0)
+        mg_request_send_error(r, 400, "bad-request", res.error);
+    else
+        run_terminal(r, ctx, &res);
+}
+
+/* The tenant's quota admitted the request: the route, and its quotas. */
+static void on_tenant_admitted(mg_request_t *r, mg_ctx_t *ctx)
+{
+    if ((r->route = mg_routes_match(r->conf->routes, ctx)) == NULL && ctx->error.reason != NULL)
+        refuse_undecided(r, ctx);
+    else if (r->route == NULL)
+        mg_request_send_error(r, 404, "no-route", "no route matches the request");
+    else if (mg_limits_check_routes(r, ctx, on_routes_admitted) == 0)
+        on_routes_admitted(r, ctx);
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     mg_request_t *r = request_new(mg_worker_of(req->conn->ctx), req);
     mg_ctx_t ctx;
-    mg_route_result_t res;
 
     /* the throttle comes before the route tree and the backend: a rejected request costs
-     * neither */
+     * neither; a decision waiting for the shared store (tenants.store) goes on from its answer */
     if (mg_limits_check_connection(r) != 0 || mg_request_check(r) != 0 || admit(r, &ctx) != 0 ||
-        mg_limits_check_tenant(r, &ctx) != 0)
+        mg_limits_check_tenant(r, &ctx, on_tenant_admitted) != 0)
         return 0;
-    if ((r->route = mg_routes_match(r->conf->routes, &ctx)) == NULL && ctx.error.reason != NULL)
-        refuse_undecided(r, &ctx);
-    else if (r->route == NULL)
-        mg_request_send_error(r, 404, "no-route", "no route matches the request");
-    else if (mg_limits_check_routes(r, &ctx) != 0)
-        return 0;
-    else if (mg_route_apply(r->route, &ctx, &res) != 0)
-        mg_request_send_error(r, 400, "bad-request", res.error);
-    else
-        run_terminal(r, &ctx, &res);
+    on_tenant_admitted(r, &ctx);
     return 0;
 }
 

@@ -49,6 +49,8 @@ typedef struct mg_gateway mg_gateway_t;
  * instruction) and read by the admin thread, which sums them over the workers (/metrics). */
 typedef atomic_uint_fast64_t mg_stat_t;
 
+#define MG_STORE_LATENCY_BUCKETS 10 /* store.h: their bounds */
+
 typedef struct mg_worker_stats {
     mg_stat_t requests;     /* taken by the request handler */
     mg_stat_t in_flight;    /* ... and not yet disposed */
@@ -57,6 +59,14 @@ typedef struct mg_worker_stats {
     mg_stat_t connections_rate_limited;
     mg_stat_t ws_sessions; /* open (registered) */
     mg_stat_t ws_bridged;  /* bridge messages answered, by the backend or the gateway */
+    /* tenants.store (store.c): decisions Redis made, those on_failure made, the latter by why
+     * (mg_store_failure_t: [1] down, [2] timeout, [3] refused), Redis's decision latency */
+    mg_stat_t store_shared, store_fallback;
+    mg_stat_t store_errors[4];
+    mg_stat_t store_latency[MG_STORE_LATENCY_BUCKETS]; /* by bucket, not cumulative */
+    mg_stat_t store_latency_sum_us;
+    mg_stat_t store_mode;                   /* 0 no client, 1 shared (every Redis node answers), 2 some decisions fall back */
+    mg_stat_t store_writes, store_commands; /* sent to Redis by the worker's clients (pipelining: writes per decision) */
 } mg_worker_stats_t;
 
 static inline void mg_stat_inc(mg_stat_t *p)
@@ -125,6 +135,7 @@ typedef struct mg_worker {
     mg_timers_t timers;
     mg_timer_t evict_timer;        /* worker 0: forgets idle throttle keys once a second */
     struct mg_worker_conns *conns; /* its client connections (gateway/connections/) */
+    struct mg_store_worker *store; /* its client of tenants.store (store.c) */
     int stopping;
     uint64_t rng[2]; /* request id generator state */
 } mg_worker_t;
@@ -200,6 +211,7 @@ typedef struct mg_request {
     struct mg_ws_tunnel *tunnel; /* non-NULL while a WebSocket upgrade waits for its backend */
     mg_decision_t limit;         /* the quota decision shown in RateLimit-* (has_limit) */
     int has_limit;
+    struct mg_limits_wait *quota_wait; /* made at its first quota decision through the store (limits.c) */
 } mg_request_t;
 
 /* CLOCK_MONOTONIC in microseconds (mg_request_t.started_at). */

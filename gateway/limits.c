@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/limits.h"
+#include "gateway/store.h"
 #include "gateway/connections/connections.h"
 
 /* Keeps the decision a client most needs to see: the one leaving it the fewest requests. */
@@ -30,39 +31,57 @@ static int quota_listed(const mg_tenants_conf_t *tc, const mg_quota_t *quota)
     return quota != NULL && quota != &tc->default_quota;
 }
 
-static size_t key_ceiling(const mg_config_t *conf, int bounded)
-{
-    return bounded ? MG_THROTTLE_NO_CEILING : (size_t)conf->tenants.max_keys;
-}
+/* What a request waiting for the store keeps (in its pool, made at its first wait): the routing
+ * context (on_req's is on its stack), what comes next, and where the route quotas stand. */
+typedef struct mg_limits_wait {
+    mg_quota_ask_t ask;
+    mg_request_t *r;
+    mg_ctx_t ctx;
+    mg_limits_next_t next;
+    const char *what; /* the 429's reason */
+    int routes;       /* 0: the tenant's decision waits; 1: a route's */
+    size_t depth;     /* routes: the index in the route's path (root last) of the decision waiting */
+} mg_limits_wait_t;
 
-/* One decision for `key`, counted in the worker's figures: 1 admitted, 0 rejected (quota used
- * up), MG_THROTTLE_FULL (a new key, no room), or -1 out of memory, which admits: the throttle
- * must not turn a gateway short of memory into one refusing everything. */
-static int acquire(mg_worker_t *w, const mg_config_t *conf, h2o_iovec_t key, mg_quota_t quota, int bounded, mg_decision_t *d)
+/* A decision's outcome for a request: 0 go on (also -1, out of memory, which admits: the throttle
+ * must not turn a gateway short of memory into one refusing everything); -1 after the 429. */
+static int settle(mg_request_t *r, int rc, const mg_decision_t *d, const char *what)
 {
-    int rc = mg_throttle_acquire(w->gw->throttle, key.base, key.len, quota, conf->generation, key_ceiling(conf, bounded),
-                                 mg_throttle_now(), d);
-    if (rc == 1)
-        mg_stat_inc(&w->stats.throttle_admitted);
-    else if (rc == 0 || rc == MG_THROTTLE_FULL)
-        mg_stat_inc(&w->stats.throttle_rejected);
-    return rc;
-}
-
-/* One decision for a request; -1 (429 sent) when rejected. */
-static int decide(mg_request_t *r, h2o_iovec_t key, mg_quota_t quota, int bounded, const char *what)
-{
-    mg_decision_t d;
-    int rc = acquire(r->worker, r->conf, key, quota, bounded, &d);
     if (rc == -1)
         return 0;
-    keep_decision(r, &d);
+    keep_decision(r, d);
     if (rc == 1)
         return 0;
-    /* the RateLimit-* headers come with every response (proxy.c) */
+    /* the RateLimit-* headers come with every response (response.c) */
     mg_request_send_retry(r, 429, "throttled", rc == MG_THROTTLE_FULL ? "too many throttle keys (tenants.max_keys)" : what,
-                          d.retry_after_us);
+                          d->retry_after_us);
     return -1;
+}
+
+static void on_decided(void *arg, int rc, const mg_decision_t *d);
+
+/* One decision for a request: 0 admitted, -1 (429 sent) rejected, MG_LIMITS_WAIT when it waits
+ * for the store (the request's wait then holds a copy of `ctx`, and on_decided goes on). */
+static int decide(mg_request_t *r, mg_ctx_t *ctx, h2o_iovec_t key, mg_quota_t quota, int bounded, const char *what,
+                  mg_limits_next_t next, int routes, size_t depth)
+{
+    mg_decision_t d;
+    mg_limits_wait_t *wait = r->quota_wait;
+    if (wait == NULL) {
+        wait = r->quota_wait = h2o_mem_alloc_pool(&r->req->pool, sizeof(*wait));
+        memset(wait, 0, sizeof(*wait));
+        wait->r = r;
+    }
+    int rc = mg_quota_decide(r->worker, r->conf, key, quota, bounded, &wait->ask, on_decided, wait, &d);
+    if (rc != MG_QUOTA_PENDING)
+        return settle(r, rc, &d, what);
+    if (ctx != &wait->ctx)
+        wait->ctx = *ctx;
+    wait->next = next;
+    wait->what = what;
+    wait->routes = routes;
+    wait->depth = depth;
+    return MG_LIMITS_WAIT;
 }
 
 /* A throttle key: prefix, a, NUL, b (a route name cannot hold NUL: (route, key) pairs stay
@@ -84,24 +103,27 @@ static h2o_iovec_t make_key(h2o_mem_pool_t *pool, const char *prefix, mg_str_t a
     return put_key(h2o_mem_alloc_pool(pool, strlen(prefix) + a.len + 1 + b.len), prefix, a, b);
 }
 
-int mg_limits_check_tenant(mg_request_t *r, const mg_ctx_t *ctx)
+int mg_limits_check_tenant(mg_request_t *r, mg_ctx_t *ctx, mg_limits_next_t next)
 {
     const mg_quota_t *quota = mg_tenants_quota(&r->conf->tenants, ctx->tenant);
     if (quota == NULL || ctx->tenant.len == 0)
         return 0;
-    return decide(r, make_key(&r->req->pool, "t", mg_str("", 0), ctx->tenant), *quota, quota_listed(&r->conf->tenants, quota),
-                  "tenant quota exceeded");
+    return decide(r, ctx, make_key(&r->req->pool, "t", mg_str("", 0), ctx->tenant), *quota, quota_listed(&r->conf->tenants, quota),
+                  "tenant quota exceeded", next, 0, 0);
 }
 
-int mg_limits_admit_tenant(mg_worker_t *w, const mg_config_t *conf, mg_str_t tenant, uint64_t *retry_after_us)
+int mg_limits_admit_tenant(mg_worker_t *w, const mg_config_t *conf, mg_str_t tenant, h2o_mem_pool_t *pool, mg_quota_ask_t *ask,
+                           mg_quota_done_t done, void *arg, uint64_t *retry_after_us)
 {
     const mg_quota_t *quota = mg_tenants_quota(&conf->tenants, tenant);
-    char buf[MG_TENANT_MAX_LEN + 2];
     mg_decision_t d;
     if (quota == NULL || tenant.len == 0 || tenant.len > MG_TENANT_MAX_LEN)
         return 1;
     /* the key of mg_limits_check_tenant: one quota for a tenant's requests and messages */
-    int rc = acquire(w, conf, put_key(buf, "t", mg_str("", 0), tenant), *quota, quota_listed(&conf->tenants, quota), &d);
+    int rc = mg_quota_decide(w, conf, make_key(pool, "t", mg_str("", 0), tenant), *quota, quota_listed(&conf->tenants, quota), ask,
+                             done, arg, &d);
+    if (rc == MG_QUOTA_PENDING)
+        return MG_LIMITS_WAIT;
     if (rc == 1 || rc == -1)
         return 1;
     *retry_after_us = d.retry_after_us;
@@ -119,7 +141,7 @@ static int route_key(const mg_route_t *route, const mg_ctx_t *ctx, mg_str_t *key
     return mg_template_expand(route->quota.key, ctx, key);
 }
 
-/* 1 if the configuration bounds the route's keys for this request (see key_ceiling). */
+/* 1 if the configuration bounds the route's keys for this request (see quota_listed). */
 static int route_key_bounded(const mg_route_t *route, const mg_ctx_t *ctx, const mg_tenants_conf_t *tc)
 {
     unsigned varies = route->quota.key == NULL ? MG_TEMPLATE_TENANT : mg_template_varies(route->quota.key);
@@ -127,17 +149,21 @@ static int route_key_bounded(const mg_route_t *route, const mg_ctx_t *ctx, const
            (!(varies & MG_TEMPLATE_TENANT) || quota_listed(tc, mg_tenants_quota(tc, ctx->tenant)));
 }
 
-int mg_limits_check_routes(mg_request_t *r, const mg_ctx_t *ctx)
+/* The route quotas from the route at `depth` of the request's path (root last) towards the root,
+ * root first: 0 all admitted, -1 after a response, MG_LIMITS_WAIT. */
+static int check_routes_from(mg_request_t *r, mg_ctx_t *ctx, mg_limits_next_t next, size_t depth)
 {
     const mg_route_t *path[64];
-    size_t depth = 0;
+    size_t n = 0;
+    for (const mg_route_t *p = r->route; p != NULL && n < 64; p = p->parent)
+        path[n++] = p;
+    if (depth > n)
+        depth = n;
     /* root first, like actions: a branch's quota covers every route below it */
-    for (const mg_route_t *p = r->route; p != NULL && depth < 64; p = p->parent)
-        path[depth++] = p;
     while (depth-- > 0) {
         const mg_route_t *route = path[depth];
         mg_str_t key;
-        int err;
+        int err, rc;
         if (route->quota.limit.requests == 0)
             continue;
         /* a key that cannot be made is refused, not left uncounted: that would be a way around
@@ -149,10 +175,35 @@ int mg_limits_check_routes(mg_request_t *r, const mg_ctx_t *ctx)
         if (key.len == 0)
             continue;
         h2o_iovec_t k = make_key(&r->req->pool, "r", mg_str(route->name, strlen(route->name)), key);
-        if (decide(r, k, route->quota.limit, route_key_bounded(route, ctx, &r->conf->tenants), "route quota exceeded") != 0)
-            return -1;
+        rc = decide(r, ctx, k, route->quota.limit, route_key_bounded(route, ctx, &r->conf->tenants), "route quota exceeded", next,
+                    1, depth);
+        if (rc != 0)
+            return rc;
     }
     return 0;
+}
+
+int mg_limits_check_routes(mg_request_t *r, mg_ctx_t *ctx, mg_limits_next_t next)
+{
+    return check_routes_from(r, ctx, next, SIZE_MAX);
+}
+
+/* The store answered a request's decision: a 429, the next route quota, or what comes next. */
+static void on_decided(void *arg, int rc, const mg_decision_t *d)
+{
+    mg_limits_wait_t *wait = arg;
+    mg_request_t *r = wait->r;
+    if (settle(r, rc, d, wait->what) != 0)
+        return;
+    if (wait->routes && check_routes_from(r, &wait->ctx, wait->next, wait->depth) != 0)
+        return;
+    wait->next(r, &wait->ctx);
+}
+
+void mg_limits_cancel(mg_request_t *r)
+{
+    if (r->quota_wait != NULL)
+        mg_quota_cancel(&r->quota_wait->ask);
 }
 
 int mg_limits_check_connection(mg_request_t *r)

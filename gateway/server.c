@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <openssl/err.h>
 #include "gateway/internal.h"
+#include "gateway/store.h"
 #include "gateway/dispatch.h"
 #include "gateway/process.h"
 #include "gateway/admin/admin.h"
@@ -136,12 +137,14 @@ static void *worker_main(void *arg)
     }
     mg_worker_conf_init(w);
     worker_init(w);
+    mg_store_worker_init(w); /* after the timers: the store client's timer is one of them */
     worker_report(w->gw, &w->gw->workers_ready);
     /* h2o_evloop_run returns -1 on EINTR: keep looping, or a signal would stop the worker */
     while (!worker_done(w))
         h2o_evloop_run(w->ctx.loop, INT32_MAX);
     mg_backend_worker_dispose(w);
     mg_dispatch_worker_dispose(w);
+    mg_store_worker_dispose(w);
     mg_worker_conf_dispose(w);
     worker_park(w->gw);
     return NULL;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include "gateway/admin/internal.h"
 #include "gateway/dispatch.h"
+#include "gateway/store.h"
 #include "gateway/connections/connections.h"
 
 typedef struct worker_metric {
@@ -45,6 +46,44 @@ static void put_header(FILE *out, const char *name, const char *type, const char
     fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* tenants.store: who decided (Redis, or on_failure), why on_failure did, and Redis's latency. */
+static void put_store_metrics(FILE *out, mg_gateway_t *gw)
+{
+    static const char *const errors[] = {NULL, "down", "timeout", "refused"};
+    static const uint64_t bounds[MG_STORE_LATENCY_BUCKETS] = MG_STORE_LATENCY_BOUNDS_US;
+    uint64_t cumulative = 0;
+
+    put_header(out, "matchgate_store_decisions_total", "counter",
+               "Quota decisions with tenants.store: by Redis (store) or by on_failure (fallback).");
+    fprintf(out, "matchgate_store_decisions_total{by=\"store\"} %llu\n",
+            (unsigned long long)sum_workers(gw, offsetof(mg_worker_stats_t, store_shared)));
+    fprintf(out, "matchgate_store_decisions_total{by=\"fallback\"} %llu\n",
+            (unsigned long long)sum_workers(gw, offsetof(mg_worker_stats_t, store_fallback)));
+    put_header(out, "matchgate_store_errors_total", "counter", "Decisions Redis could not make, by why (on_failure made them).");
+    for (size_t i = 1; i < 4; i++)
+        fprintf(out, "matchgate_store_errors_total{error=\"%s\"} %llu\n", errors[i],
+                (unsigned long long)sum_workers(gw, offsetof(mg_worker_stats_t, store_errors) + i * sizeof(mg_stat_t)));
+    put_header(out, "matchgate_store_writes_total", "counter",
+               "Writes that sent commands to Redis: decisions in one loop turn share one (pipelining).");
+    fprintf(out, "matchgate_store_writes_total %llu\n",
+            (unsigned long long)sum_workers(gw, offsetof(mg_worker_stats_t, store_writes)));
+    put_header(out, "matchgate_store_commands_total", "counter",
+               "Commands sent to Redis (decisions, redirects, handshakes, probes).");
+    fprintf(out, "matchgate_store_commands_total %llu\n",
+            (unsigned long long)sum_workers(gw, offsetof(mg_worker_stats_t, store_commands)));
+    put_header(out, "matchgate_store_latency_seconds", "histogram", "Time from a quota decision's start to Redis's answer.");
+    for (size_t i = 0; i < MG_STORE_LATENCY_BUCKETS; i++) {
+        cumulative += sum_workers(gw, offsetof(mg_worker_stats_t, store_latency) + i * sizeof(mg_stat_t));
+        fprintf(out, "matchgate_store_latency_seconds_bucket{le=\"%g\"} %llu\n", (double)bounds[i] / 1e6,
+                (unsigned long long)cumulative);
+    }
+    uint64_t count = sum_workers(gw, offsetof(mg_worker_stats_t, store_shared));
+    fprintf(out, "matchgate_store_latency_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)count);
+    fprintf(out, "matchgate_store_latency_seconds_sum %.6f\n",
+            (double)sum_workers(gw, offsetof(mg_worker_stats_t, store_latency_sum_us)) / 1e6);
+    fprintf(out, "matchgate_store_latency_seconds_count %llu\n", (unsigned long long)count);
+}
+
 static void put_metrics(FILE *out, mg_gateway_t *gw, const mg_config_t *conf)
 {
     for (size_t i = 0; i < sizeof(worker_metrics) / sizeof(worker_metrics[0]); i++) {
@@ -61,6 +100,7 @@ static void put_metrics(FILE *out, mg_gateway_t *gw, const mg_config_t *conf)
     fprintf(out, "matchgate_throttle_keys %zu\n", mg_throttle_count(gw->throttle));
     put_header(out, "matchgate_throttle_max_keys", "gauge", "tenants.max_keys: the most keys a client can make the throttle hold.");
     fprintf(out, "matchgate_throttle_max_keys %llu\n", (unsigned long long)conf->tenants.max_keys);
+    put_store_metrics(out, gw);
     put_header(out, "matchgate_config_generation", "gauge", "Generation of the configuration in use: 1 at start, +1 per reload.");
     fprintf(out, "matchgate_config_generation %llu\n", (unsigned long long)conf->generation);
     put_header(out, "matchgate_reloads_total", "counter", "Configuration reloads, by result.");

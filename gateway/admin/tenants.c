@@ -156,6 +156,22 @@ static void listing_free(listing_t *l)
     free(l->items);
 }
 
+/* Which mode decides the quotas: "local" (no tenants.store), "shared" (every worker's Redis
+ * connections answer), or "fallback" (some decisions go to on_failure). */
+static json_t *store_json(mg_gateway_t *gw, const mg_config_t *conf)
+{
+    static const char *const policies[] = {"local", "allow", "reject"};
+    const mg_tenants_store_t *ts = &conf->tenants.store;
+    if (ts->store == NULL)
+        return json_pack("{s:s}", "mode", "local");
+    unsigned shared = 0;
+    for (unsigned i = 0; i < gw->num_workers; i++)
+        shared += mg_stat_read(&gw->workers[i].stats.store_mode) == 1;
+    return json_pack("{s:s,s:s,s:s,s:i,s:i,s:i}", "mode", shared == gw->num_workers ? "shared" : "fallback", "redis", ts->redis,
+                     "on_failure", policies[ts->on_failure], "nodes", (json_int_t)ts->nodes, "workers", (json_int_t)gw->num_workers,
+                     "workers_shared", (json_int_t)shared);
+}
+
 void mg_admin_tenants(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
 {
     listing_t l = {0};
@@ -168,8 +184,8 @@ void mg_admin_tenants(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
     }
     if (l.size > 1)
         qsort(l.items, l.size, sizeof(*l.items), compare_listed);
-    json_t *body = json_pack("{s:I,s:o,s:o}", "generation", (json_int_t)conf->generation, "tenants", tenants_json(conf, &l),
-                             "routes", routes_json(&l));
+    json_t *body = json_pack("{s:I,s:o,s:o,s:o}", "generation", (json_int_t)conf->generation, "tenants", tenants_json(conf, &l),
+                             "routes", routes_json(&l), "store", store_json(gw, conf));
     listing_free(&l);
     mg_admin_send_json(req, 200, body);
 }

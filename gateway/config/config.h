@@ -99,6 +99,25 @@ typedef struct mg_tenant_quota {
 } mg_tenant_quota_t;
 
 #define MG_TENANT_MAX_LEN 128
+
+/* tenants.store: quotas kept in Redis for a fleet of gateways (store.c; throttle/store.h). */
+typedef enum mg_store_policy {
+    MG_STORE_POLICY_LOCAL, /* the node's own limiter with N / nodes */
+    MG_STORE_POLICY_ALLOW,
+    MG_STORE_POLICY_REJECT,
+} mg_store_policy_t;
+
+typedef struct mg_tenants_store {
+    struct mg_store *store; /* NULL: no store, the local throttle decides (the default) */
+    mg_store_policy_t on_failure;
+    unsigned nodes;       /* on_failure local: this node's share is N / nodes */
+    char *redis;          /* the servers as written, without passwords (for /tenants and the log) */
+    uint64_t timeout_ms;  /* as read (the store has it in microseconds) */
+} mg_tenants_store_t;
+
+#define MG_STORE_TIMEOUT_DEFAULT_MS 50
+#define MG_STORE_TIMEOUT_MAX_MS 10000
+#define MG_STORE_NODES_MAX 1000
 #define MG_TENANTS_MAX_KEYS_DEFAULT 1000000
 #define MG_TENANTS_MAX_KEYS_MAX UINT64_C(1000000000)
 
@@ -110,6 +129,7 @@ typedef struct mg_tenants_conf {
     mg_tenant_quota_t *quotas; /* sorted by name (bsearch) */
     size_t num_quotas;
     uint64_t max_keys; /* keys the throttle may hold; beyond, new keys not bounded by the config are refused */
+    mg_tenants_store_t store;
 } mg_tenants_conf_t;
 
 /* admin: the admin API listener (gateway/admin/). */

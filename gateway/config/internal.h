@@ -37,6 +37,9 @@ void mg__config_parse_backends(mg_config_loader_t *cl, const mg_node_t *root);
 /* Reads the optional `tenants:` section into cl->conf (tenants.c). */
 void mg__config_parse_tenants(mg_config_loader_t *cl, const mg_node_t *root);
 void mg__config_tenants_free(mg_tenants_conf_t *tc);
+/* Reads `tenants.store` (the mapping `node`) into tc->store (store.c). */
+void mg__config_parse_store(mg_config_loader_t *cl, const mg_node_t *node, mg_tenants_store_t *ts);
+void mg__config_store_free(mg_tenants_store_t *ts);
 /* Frees what a backend owns (not the backend itself). */
 void mg__config_backend_free(mg_backend_conf_t *backend);
 /* Reads the optional `admin:` section into cl->conf, after `listen:` (admin.c). */

@@ -7,7 +7,7 @@
 #include <string.h>
 #include "gateway/config/internal.h"
 
-static const char *const tenants_keys[] = {"identify", "unidentified", "default_quota", "quotas", "max_keys", NULL};
+static const char *const tenants_keys[] = {"identify", "unidentified", "default_quota", "quotas", "max_keys", "store", NULL};
 static const char *const identify_kinds[] = {"header", "host", "path", NULL};
 
 /* A header name, lower-cased: tokens only (RFC 9110 5.6.2). */
@@ -142,6 +142,8 @@ void mg__config_parse_tenants(mg_config_loader_t *cl, const mg_node_t *root)
         read_quotas(cl, node, tc);
     if ((node = mg_node_get(tenants, "max_keys")) != NULL)
         mg_node_to_uint(node, 1, MG_TENANTS_MAX_KEYS_MAX, &tc->max_keys, cl->errs);
+    if ((node = mg_node_get(tenants, "store")) != NULL)
+        mg__config_parse_store(cl, node, &tc->store);
 }
 
 void mg__config_tenants_free(mg_tenants_conf_t *tc)
@@ -154,4 +156,5 @@ void mg__config_tenants_free(mg_tenants_conf_t *tc)
     for (size_t i = 0; i < tc->num_quotas; i++)
         free(tc->quotas[i].tenant);
     free(tc->quotas);
+    mg__config_store_free(&tc->store);
 }

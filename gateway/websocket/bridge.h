@@ -33,6 +33,10 @@ typedef struct message {
     size_t body_len;
     mg_backend_header_t *headers; /* X-Request-Id of this message, then the session's headers */
     mg_call_t *call;              /* while at the backend */
+    mg_quota_ask_t ask;           /* the tenant quota's decision, while it waits for Redis */
+    int quota_wait;               /* ... it does: this message and those after it are not submitted yet */
+    int submitted;                /* its turn was asked for (mg_turn_submit) */
+    mg_sched_priority_t priority;
 } message_t;
 
 struct bridge {
@@ -62,6 +66,7 @@ struct bridge {
     /* messages waiting for their turn or at the backend */
     h2o_linklist_t messages;
     size_t num_messages;
+    size_t quota_waits; /* messages whose quota decision waits for Redis (tenants.store) */
     /* writing */
     mg_ws_out_t out;
     mg_timer_t timer;

@@ -77,7 +77,8 @@ static void message_free(message_t *m, mg_worker_t *w)
     if (m->id != NULL)
         json_decref(m->id);
     h2o_mem_clear_pool(&m->pool);
-    mg_turn_finished(w);
+    if (m->submitted)
+        mg_turn_finished(w);
     free(m);
 }
 
@@ -159,7 +160,10 @@ void mg__bridge_end_messages(bridge_t *b)
         message_t *m = H2O_STRUCT_FROM_MEMBER(message_t, link, b->messages.next);
         h2o_linklist_unlink(&m->link);
         b->num_messages--;
-        if (m->call != NULL) {
+        if (!m->submitted) { /* its quota decision, or one before it, waits for Redis */
+            mg_quota_cancel(&m->ask);
+            message_free(m, b->w);
+        } else if (m->call != NULL) {
             mg_call_cancel(m->call);
             mg_turn_complete(&m->turn);
             message_free(m, b->w);
@@ -278,6 +282,7 @@ static mg_sched_priority_t priority_of(const bridge_t *b, json_t *msg)
 static void submit_message(bridge_t *b, message_t *m, mg_sched_priority_t priority)
 {
     char client_buf[MG_TURN_CLIENT_LEN];
+    m->submitted = 1;
     mg_str_t client = mg_turn_client(client_buf, b->ctx.tenant, 0);
     mg_sched_result_t res =
         mg_turn_submit(&m->turn, b->w, b->backend->sched, mg_str(b->key, strlen(b->key)), client, priority, on_turn);
@@ -302,6 +307,7 @@ static message_t *message_new(bridge_t *b)
     if (m == NULL)
         return NULL;
     m->b = b;
+    m->priority = MG_SCHED_NORMAL;
     h2o_mem_init_pool(&m->pool);
     char *id = h2o_mem_alloc_pool(&m->pool, sizeof(b->request_id) + 24);
     int len = snprintf(id, sizeof(b->request_id) + 24, "%s-%llu", b->request_id, (unsigned long long)++b->seq);
@@ -314,11 +320,41 @@ static message_t *message_new(bridge_t *b)
 /* A whole message from the client: parsed, checked, counted against the quota, and given its
  * turn. `raw` is the session's message buffer; `refused` says why a message is bad before it
  * is read (binary, too big), else NULL. */
+/* Submits, in arrival order, the messages not submitted yet, up to the first whose quota
+ * decision still waits for Redis: a session's messages take their turns in the order they came. */
+static void submit_ready(bridge_t *b)
+{
+    for (h2o_linklist_t *l = b->messages.next; l != &b->messages;) {
+        message_t *m = H2O_STRUCT_FROM_MEMBER(message_t, link, l);
+        l = l->next; /* a submission may end m at once, never another message */
+        if (m->quota_wait)
+            break;
+        if (!m->submitted)
+            submit_message(b, m, m->priority);
+    }
+}
+
+/* Redis answered a message's quota decision. */
+static void on_quota(void *arg, int rc, const mg_decision_t *d)
+{
+    message_t *m = arg;
+    bridge_t *b = m->b;
+    m->quota_wait = 0;
+    b->quota_waits--;
+    if (rc != 1 && rc != -1) {
+        m->status = 429;
+        m->error = "tenant quota exceeded";
+        m->retry_after_us = d->retry_after_us;
+    }
+    submit_ready(b);
+    mg__bridge_after_event(b);
+}
+
 void mg__bridge_on_message(bridge_t *b, const char *refused, mg_str_t raw)
 {
     message_t *m = message_new(b);
     json_t *msg = NULL;
-    mg_sched_priority_t priority = MG_SCHED_NORMAL;
+    int admitted;
     if (m == NULL) {
         mg__bridge_start_close(b, MG_WS_CLOSE_UNAVAILABLE, "out of memory");
         return;
@@ -329,19 +365,26 @@ void mg__bridge_on_message(bridge_t *b, const char *refused, mg_str_t raw)
     } else {
         json_t *id = json_object_get(msg, "id");
         m->id = id != NULL ? json_incref(id) : NULL;
-        priority = priority_of(b, msg);
-        if (!mg_limits_admit_tenant(b->w, b->conf, b->ctx.tenant, &m->retry_after_us)) {
+        m->priority = priority_of(b, msg);
+        admitted = mg_limits_admit_tenant(b->w, b->conf, b->ctx.tenant, &m->pool, &m->ask, on_quota, m, &m->retry_after_us);
+        if (admitted == 0) {
             m->status = 429;
             m->error = "tenant quota exceeded";
         } else {
-            /* the whole message goes as the body unless a field is named: keep its bytes */
+            /* the whole message goes as the body unless a field is named: keep its bytes (also
+             * while the quota's decision waits: the session's buffer takes the next message) */
             mg_str_t copy = mg_str(h2o_strdup(&m->pool, raw.base, raw.len).base, raw.len);
             prepare(b, m, msg, copy);
+            if (admitted == MG_LIMITS_WAIT) {
+                m->quota_wait = 1;
+                b->quota_waits++;
+            }
         }
     }
     json_decref(msg);
     h2o_linklist_insert(&b->messages, &m->link);
     b->num_messages++;
     mg__bridge_update_queued(b);
-    submit_message(b, m, priority);
+    if (b->quota_waits == 0)
+        submit_message(b, m, m->priority);
 }

@@ -167,6 +167,7 @@ def gateway_config(port, backends=None, routes=None, **top):
 
 class RecordedRequest:
     def __init__(self, method, target, headers, body):
+        self.at = time.monotonic()  # arrival, for the tests that judge windows of time
         self.method = method
         parts = urllib.parse.urlsplit(target)
         self.path = parts.path

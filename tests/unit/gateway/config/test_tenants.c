@@ -150,6 +150,30 @@ static const bad_tenants_t bad[] = {
     {TENANTS("  identify: [{header: T}]\n  max_keys: [5]\n"),
      "gw.yaml:3:13: expected an integer between 1 and 1000000000, got a sequence"},
     {TENANTS("  identify: [{header: T}]\n  max_key: 5\n"), "gw.yaml:3:3: unknown key 'max_key' (did you mean 'max_keys'?)"},
+    /* tenants.store */
+    {TENANTS("  identify: [{header: T}]\n  store: redis://x\n"), "gw.yaml:3:10: expected a mapping, got a scalar"},
+    {TENANTS("  identify: [{header: T}]\n  store: {password: p}\n"), "gw.yaml:3:10: missing key 'redis'"},
+    {TENANTS("  identify: [{header: T}]\n  store: {redis: 'http://h'}\n"), "gw.yaml:3:18: a store URL starts with redis://"},
+    {TENANTS("  identify: [{header: T}]\n  store: {redis: 'redis://h:99999'}\n"),
+     "gw.yaml:3:18: a store URL is redis://[[user]:password@]host[:port][/db] with a port from 1 to 65535"},
+    {TENANTS("  identify: [{header: T}]\n  store: {redis: 'redis://h/x'}\n"),
+     "gw.yaml:3:18: the database of a store URL is a number"},
+    {TENANTS("  identify: [{header: T}]\n  store: {redis: []}\n"),
+     "gw.yaml:3:18: redis needs a URL or a list of Redis Cluster nodes"},
+    {TENANTS("  identify: [{header: T}]\n  store: {redis: ['redis://a:7000', 'redis://b:7000/1']}\n"),
+     "gw.yaml:3:37: a Redis Cluster has database 0 only"},
+    {TENANTS("  identify: [{header: T}]\n  store: {redis: 'redis://h', timeout: 11s}\n"),
+     "gw.yaml:3:40: timeout must be at most 10s"},
+    {TENANTS("  identify: [{header: T}]\n  store: {redis: 'redis://h', timeout: 0s}\n"),
+     "gw.yaml:3:40: timeout must be greater than 0"},
+    {TENANTS("  identify: [{header: T}]\n  store: {redis: 'redis://h', on_failure: open}\n"),
+     "gw.yaml:3:43: on_failure must be local, allow or reject, not 'open'"},
+    {TENANTS("  identify: [{header: T}]\n  store: {redis: 'redis://h', nodes: 1001}\n"),
+     "gw.yaml:3:38: expected an integer between 1 and 1000, got '1001'"},
+    {TENANTS("  identify: [{header: T}]\n  store: {redis: 'redis://h', key_prefix: 'a}'}\n"),
+     "gw.yaml:3:43: the store's key_prefix may not hold '{' or '}' (the store puts the hash tag there)"},
+    {TENANTS("  identify: [{header: T}]\n  store: {redis: 'redis://h', node: 3}\n"),
+     "gw.yaml:3:31: unknown key 'node' (did you mean 'nodes'?)"},
     {"limits: {max_requests_per_connection_per_second: -1}\n" BASE,
      "gw.yaml:1:50: expected an integer between 0 and 10000000, got '-1'"},
 };
@@ -167,6 +191,38 @@ Test(tenants, bad_sections_report_their_first_error_exactly)
         cr_expect_str_eq(errs.entries[0].text, bad[i].error, "#%zu: got %s", i, errs.entries[0].text);
         mg_errors_clear(&errs);
     }
+}
+
+Test(tenants, store_is_read_with_its_defaults)
+{
+    load(TENANTS("  identify: [{header: T}]\n  store: {redis: 'redis://10.0.0.5'}\n"));
+    const mg_tenants_store_t *ts = &conf->tenants.store;
+    cr_assert_not_null(ts->store);
+    cr_expect_eq(ts->on_failure, MG_STORE_POLICY_LOCAL);
+    cr_expect_eq(ts->nodes, 1);
+    cr_expect_eq(ts->timeout_ms, 50);
+    cr_expect_str_eq(ts->redis, "redis://10.0.0.5:6379");
+    mg_config_free(conf);
+
+    load(TENANTS("  identify: [{header: T}]\n"
+                 "  store:\n"
+                 "    redis: ['redis://:secret@10.0.0.5:7000', 'redis://[::1]:7001']\n"
+                 "    password: other\n"
+                 "    timeout: 2s\n"
+                 "    on_failure: reject\n"
+                 "    nodes: 3\n"
+                 "    key_prefix: 'fleet:'\n"));
+    ts = &conf->tenants.store;
+    cr_assert_not_null(ts->store);
+    cr_expect_eq(ts->on_failure, MG_STORE_POLICY_REJECT);
+    cr_expect_eq(ts->nodes, 3);
+    cr_expect_eq(ts->timeout_ms, 2000);
+    /* the servers as shown by /tenants: never the password */
+    cr_expect_str_eq(ts->redis, "redis://10.0.0.5:7000, redis://[::1]:7001");
+    mg_config_free(conf);
+
+    load(BASE);
+    cr_expect_null(conf->tenants.store.store, "without store: the local throttle");
 }
 
 /* ---------------------------------------------------------------------------------------
