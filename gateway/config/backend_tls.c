@@ -15,7 +15,7 @@
 #include "gateway/config/internal.h"
 
 /* In the order of mg_backend_protocol_t. */
-static const char *const protocol_names[] = {"http1.1", "h2", "h2c", NULL};
+static const char *const protocol_names[] = {"http1", "h2", "h2c", NULL};
 
 static int is_https(const mg_server_conf_t *server)
 {
@@ -37,7 +37,7 @@ static void parse_protocol(mg_config_loader_t *cl, mg_backend_conf_t *backend, c
     if ((guess = mg_closest_word(s, protocol_names)) != NULL)
         mg_errors_add(cl->errs, node, "unknown protocol '%s' (did you mean '%s'?)", s, guess);
     else
-        mg_errors_add(cl->errs, node, "unknown protocol '%s' (expected http1.1, h2 or h2c)", s);
+        mg_errors_add(cl->errs, node, "unknown protocol '%s' (expected http1, h2 or h2c)", s);
 }
 
 /* h2 is negotiated in the TLS handshake, h2c has none: each fits one kind of server. */

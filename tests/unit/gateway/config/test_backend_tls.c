@@ -190,7 +190,7 @@ Test(backend_tls, h2_and_h2c_pick_libcurl_for_every_server)
     cr_assert_eq(b->protocol, MG_PROTOCOL_H2C);
     cr_assert(b->servers[0].via_libcurl && b->servers[1].via_libcurl);
     mg_config_free(conf);
-    b = load(with_backend("{servers: [\"http://a:1\"], protocol: http1.1}"));
+    b = load(with_backend("{servers: [\"http://a:1\"], protocol: http1}"));
     cr_assert_eq(b->protocol, MG_PROTOCOL_HTTP1);
     cr_assert_eq(b->servers[0].via_libcurl, 0);
 }
@@ -200,7 +200,7 @@ Test(backend_tls, bad_protocols)
     expect_error(with_backend("{servers: [\"http://a:1\"], protocol: h3}"),
                  "gw.yaml:2:44: unknown protocol 'h3' (did you mean 'h2'?)");
     expect_error(with_backend("{servers: [\"http://a:1\"], protocol: spdy}"),
-                 "gw.yaml:2:44: unknown protocol 'spdy' (expected http1.1, h2 or h2c)");
+                 "gw.yaml:2:44: unknown protocol 'spdy' (expected http1, h2 or h2c)");
     expect_error(with_backend("{servers: [\"http://a:1\"], protocol: [h2]}"), "gw.yaml:2:44: expected a string, got a sequence");
     expect_error(with_backend("{servers: [\"https://a:1\", \"http://b:1\"], protocol: h2}"),
                  "gw.yaml:2:59: protocol h2 is HTTP/2 over TLS, but server 'http://b:1' is not https:// (h2c is HTTP/2 without "
