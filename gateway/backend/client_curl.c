@@ -264,6 +264,11 @@ static CURL *acquire(curl_client_t *cc)
         curl_easy_reset(easy);
     } else if ((easy = curl_easy_init()) == NULL) {
         return NULL;
+    } else if (cc->share != NULL) {
+        /* once, before its first transfer (curl_easy_reset keeps it): a handle that ran an http://
+         * exchange before being given the share would lose its own session cache (libcurl 7.88
+         * drops the pointer without freeing it) */
+        curl_easy_setopt(easy, CURLOPT_SHARE, cc->share);
     }
     set_common_options(cc, easy);
     return easy;
@@ -548,8 +553,6 @@ static void configure_tls(curl_exchange_t *x, const mg_backend_tls_conf_t *tls)
         curl_easy_setopt(e, CURLOPT_SSLCERT, tls->certificate);
         curl_easy_setopt(e, CURLOPT_SSLKEY, tls->key);
     }
-    if (x->cc->share != NULL)
-        curl_easy_setopt(e, CURLOPT_SHARE, x->cc->share);
     x->error = h2o_mem_alloc_pool(x->pool, CURL_ERROR_SIZE);
     x->error[0] = '\0';
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->error);
