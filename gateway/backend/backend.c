@@ -10,7 +10,8 @@ static const mg_backend_client_ops_t *const clients[] = {&mg_backend_client_curl
 
 #define NUM_CLIENTS (sizeof(clients) / sizeof(clients[0]))
 
-/* The client for a server (an index in `clients`): libcurl speaks to all of them. */
+/* The client for a server (an index in `clients`): libcurl speaks to all of them; it must keep the
+ * ones marked server->via_libcurl at load (https://, protocol h2 or h2c) whatever else comes. */
 static size_t client_for(const mg_server_conf_t *server)
 {
     (void)server;

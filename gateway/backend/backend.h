@@ -36,6 +36,8 @@ typedef enum mg_attempt_result {
     MG_ATTEMPT_OK,               /* the whole response came */
     MG_ATTEMPT_NOT_CONNECTED,    /* no connection to the server (refused, name not resolved): another may be tried */
     MG_ATTEMPT_CONNECT_TIMEOUT,  /* no connection within connect_timeout: likewise */
+    MG_ATTEMPT_TLS_FAILED,       /* connected, but the TLS handshake failed (verification, client certificate): nothing
+                                  * of the request was sent, so another server may be tried too */
     MG_ATTEMPT_TIMED_OUT,        /* connected, then given up on time by the client */
     MG_ATTEMPT_TOO_MANY_HEADERS, /* the response head has more than MG_BACKEND_MAX_FIELDS fields */
     MG_ATTEMPT_BAD_HEAD,         /* a field or the reason phrase breaks RFC 9110's syntax */

@@ -4,8 +4,12 @@
  * callback) and when to call it back (timer callback); we map both onto h2o sockets and timers.
  * An exchange is one easy handle (from a free list) configured from the exchange request; curl
  * hands us the response head line by line, which is gathered, checked and handed on whole.
+ * It speaks to https:// servers (verification on unless the backend's tls.verify is false, a
+ * client certificate for mTLS) and HTTP/2 ones (h2 by ALPN, h2c by prior knowledge), several
+ * exchanges multiplexed on one connection.
  */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,6 +38,7 @@ typedef struct curl_client {
     size_t num_free;
     watch_t **by_fd; /* indexed by fd */
     size_t by_fd_size;
+    CURLSH *share; /* TLS sessions, resumed by the worker's new connections to a server */
 } curl_client_t;
 
 /* Why the client itself stopped a transfer (the head it could not pass on), or the owner did. */
@@ -53,6 +58,7 @@ typedef struct curl_exchange {
     size_t num_lines;
     int head_done;
     stop_reason_t stopped;
+    char *error; /* curl's own words on a failure (https:// servers: what the TLS library said) */
 } curl_exchange_t;
 
 /* ---------------------------------------------------------------------------------------
@@ -211,6 +217,11 @@ static void *client_create(mg_worker_t *w)
      * worker has in flight at once, or every transfer beyond it opens a new connection: at
      * 256, 1,000 bridged sessions ran at half the rate (tests/bench/websocket) */
     curl_multi_setopt(cc->multi, CURLMOPT_MAXCONNECTS, 1024L);
+    /* HTTP/2 servers: exchanges share a connection as streams (curl's default, said once here) */
+    curl_multi_setopt(cc->multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+    /* one worker's thread uses it: no lock functions needed */
+    if ((cc->share = curl_share_init()) != NULL)
+        curl_share_setopt(cc->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
     return cc;
 }
 
@@ -222,6 +233,7 @@ static void client_destroy(void *client)
         curl_easy_cleanup(cc->free_list[i]);
     /* closes the pooled connections through on_curl_close, which needs by_fd */
     curl_multi_cleanup(cc->multi);
+    curl_share_cleanup(cc->share);
     free(cc->by_fd);
     free(cc);
 }
@@ -252,6 +264,11 @@ static CURL *acquire(curl_client_t *cc)
         curl_easy_reset(easy);
     } else if ((easy = curl_easy_init()) == NULL) {
         return NULL;
+    } else if (cc->share != NULL) {
+        /* once, before its first transfer (curl_easy_reset keeps it): a handle that ran an http://
+         * exchange before being given the share would lose its own session cache (libcurl 7.88
+         * drops the pointer without freeing it) */
+        curl_easy_setopt(easy, CURLOPT_SHARE, cc->share);
     }
     set_common_options(cc, easy);
     return easy;
@@ -366,6 +383,27 @@ static size_t on_body(char *data, size_t size, size_t nitems, void *arg)
  * Exchanges
  */
 
+/*
+ * Under TLS 1.3 a server checks our certificate (or sees there is none) after curl's side of the
+ * handshake is done, so its refusal comes as a failed read or write on the new connection: an alert
+ * ("tlsv13 alert certificate required"), or only the connection closed. A connection made for this
+ * exchange that ends so before any response is taken for such a refusal, never a reused one.
+ */
+static int refused_after_handshake(curl_exchange_t *x)
+{
+    long connects = 0;
+    if (x->error == NULL || x->head_done || x->status != 0)
+        return 0; /* not https://, or the server answered */
+    curl_easy_getinfo(x->easy, CURLINFO_NUM_CONNECTS, &connects);
+    if (connects == 0)
+        return 0;
+    if (strstr(x->error, " alert ") == NULL)
+        snprintf(x->error, CURL_ERROR_SIZE,
+                 "the server closed the new TLS connection before answering (did it want a client "
+                 "certificate?)");
+    return 1;
+}
+
 /* What a finished transfer came to, in the gateway's words. */
 static mg_attempt_result_t result_of(curl_exchange_t *x, CURLcode code)
 {
@@ -383,6 +421,18 @@ static mg_attempt_result_t result_of(curl_exchange_t *x, CURLcode code)
     case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST:
         return MG_ATTEMPT_NOT_CONNECTED;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+        return MG_ATTEMPT_TLS_FAILED;
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_GOT_NOTHING:
+        return refused_after_handshake(x) ? MG_ATTEMPT_TLS_FAILED : MG_ATTEMPT_FAILED;
     case CURLE_OPERATION_TIMEDOUT:
         /* curl reports connect_timeout as a timeout, with no connect time */
         curl_easy_getinfo(x->easy, CURLINFO_CONNECT_TIME_T, &connect_time);
@@ -397,6 +447,8 @@ static void exchange_done(curl_exchange_t *x, CURLcode code)
     mg_attempt_result_t result = result_of(x, code);
     /* an OK transfer without a head is a reply curl should have refused */
     const char *detail = curl_easy_strerror(code == CURLE_OK && result != MG_ATTEMPT_OK ? CURLE_WEIRD_SERVER_REPLY : code);
+    if (result == MG_ATTEMPT_TLS_FAILED && x->error != NULL && x->error[0] != '\0')
+        detail = x->error; /* what the TLS library said: which certificate, which name */
     release(x->cc, x->easy);
     x->easy = NULL;
     x->cbs->on_done(x->arg, result, detail);
@@ -452,13 +504,95 @@ static int is_head(mg_str_t method)
     return h2o_memis(method.base, method.len, H2O_STRLIT("HEAD"));
 }
 
+/* libcurl before 8.0.0 breaks a reused h2c (prior knowledge) connection: it switches it to HTTP/2
+ * a second time, and the exchange fails with "Error in the HTTP2 framing layer" (curl issue 10634,
+ * fixed in 8.0.0; Debian bookworm has 7.88.1). There, each h2c exchange gets a connection of its own.
+ * Set once by process_init. */
+static int h2c_reuse_broken;
+
+static int is_https(const mg_server_conf_t *server)
+{
+    return strncmp(server->url, "https://", 8) == 0;
+}
+
+/*
+ * tls.server_name: curl sends and verifies the url's host, so the url names server_name and
+ * CONNECT_TO takes the connection to the server's own host and port. `base` becomes
+ * "https://NAME:PORT[/prefix]"; NULL when the server has no port (the configuration has one).
+ */
+static const char *url_with_server_name(curl_exchange_t *x, const mg_server_conf_t *server, const char *name)
+{
+    const char *authority = server->url + strlen("https://");
+    const char *end = authority + strcspn(authority, "/");
+    const char *port = end;
+    while (port > authority && port[-1] != ':')
+        port--;
+    if (port == authority)
+        return NULL;
+    size_t alen = (size_t)(end - authority), plen = strlen(port), nlen = strlen(name);
+    char *connect_to = h2o_mem_alloc_pool(x->pool, alen + 3);
+    memcpy(connect_to, "::", 2);
+    memcpy(connect_to + 2, authority, alen);
+    connect_to[alen + 2] = '\0';
+    struct curl_slist *node = h2o_mem_alloc_pool(x->pool, sizeof(*node));
+    *node = (struct curl_slist){connect_to, NULL};
+    curl_easy_setopt(x->easy, CURLOPT_CONNECT_TO, node);
+    char *base = h2o_mem_alloc_pool(x->pool, strlen("https://") + nlen + 1 + plen + 1);
+    sprintf(base, "https://%s:%s", name, port);
+    return base;
+}
+
+static void configure_tls(curl_exchange_t *x, const mg_backend_tls_conf_t *tls)
+{
+    CURL *e = x->easy;
+    if (tls->ca != NULL)
+        curl_easy_setopt(e, CURLOPT_CAINFO, tls->ca);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, tls->verify ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, tls->verify ? 2L : 0L);
+    if (tls->certificate != NULL) {
+        curl_easy_setopt(e, CURLOPT_SSLCERT, tls->certificate);
+        curl_easy_setopt(e, CURLOPT_SSLKEY, tls->key);
+    }
+    x->error = h2o_mem_alloc_pool(x->pool, CURL_ERROR_SIZE);
+    x->error[0] = '\0';
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->error);
+}
+
+/* The protocol and TLS settings of the server's backend; the url's base (server_name may change it). */
+static const char *configure_transport(curl_exchange_t *x, const mg_server_conf_t *server)
+{
+    const mg_backend_conf_t *b = server->backend;
+    const char *base = server->url;
+    if (b == NULL)
+        return base;
+    if (b->protocol == MG_PROTOCOL_H2)
+        curl_easy_setopt(x->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    else if (b->protocol == MG_PROTOCOL_H2C)
+        curl_easy_setopt(x->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+    if (b->protocol == MG_PROTOCOL_H2C && h2c_reuse_broken) {
+        /* a connection of its own, closed after it */
+        curl_easy_setopt(x->easy, CURLOPT_FRESH_CONNECT, 1L);
+        curl_easy_setopt(x->easy, CURLOPT_FORBID_REUSE, 1L);
+    } else if (b->protocol != MG_PROTOCOL_HTTP1) {
+        /* wait for a connection being made to say whether it multiplexes, rather than open another */
+        curl_easy_setopt(x->easy, CURLOPT_PIPEWAIT, 1L);
+    }
+    if (!is_https(server))
+        return base;
+    configure_tls(x, &b->tls);
+    if (b->tls.server_name != NULL && (base = url_with_server_name(x, server, b->tls.server_name)) == NULL)
+        base = server->url;
+    return base;
+}
+
 /* 0, or -1 when the url does not fit (a path too long for memory). */
 static int configure(curl_exchange_t *x, const mg_exchange_request_t *req)
 {
     CURL *e = x->easy;
-    size_t size = strlen(req->server->url) + req->path.len + req->query.len + 2;
+    const char *base = configure_transport(x, req->server);
+    size_t size = strlen(base) + req->path.len + req->query.len + 2;
     char *url = h2o_mem_alloc_pool(req->pool, size);
-    if (mg_url_build(url, size, req->server->url, req->path, req->query) < 0)
+    if (mg_url_build(url, size, base, req->path, req->query) < 0)
         return -1;
     curl_easy_setopt(e, CURLOPT_URL, url);
     if (is_head(req->method)) {
@@ -515,6 +649,7 @@ static void exchange_cancel(mg_exchange_t *xp)
 static void process_init(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    h2c_reuse_broken = curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
 }
 
 const mg_backend_client_ops_t mg_backend_client_curl = {

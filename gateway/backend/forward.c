@@ -278,6 +278,15 @@ static void on_failed_before_response(mg_forward_t *f, mg_attempt_result_t resul
         }
         fail(f, 502, "backend-unavailable", "no backend server accepted the connection");
         break;
+    case MG_ATTEMPT_TLS_FAILED:
+        /* nothing of the request was sent: the next server may be tried, as after a refused connect */
+        if (mg_backend_may_retry(f->backend, f->attempt, f->r->send_method)) {
+            f->attempt++;
+            if (start_attempt(f) == 0)
+                return;
+        }
+        fail(f, 502, "backend-tls", detail);
+        break;
     default:
         fail(f, 502, "backend-unavailable", detail);
         break;

@@ -20,7 +20,7 @@ static int is_host_char(char c)
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
 }
 
-/* Skips the host of an "http://" URL; NULL with `*why` set when there is none. */
+/* Skips the host of a server URL (after "://"); NULL with `*why` set when there is none. */
 static const char *skip_host(const char *p, const char **why)
 {
     const char *start = p;
@@ -39,10 +39,10 @@ static const char *skip_host(const char *p, const char **why)
     return p == start ? NULL : p;
 }
 
-/* NULL when `url` is "http://host:port[/prefix]", else what is wrong with it. */
+/* NULL when `url` is "http[s]://host:port[/prefix]", else what is wrong with it. */
 static const char *check_server_url(const char *url)
 {
-    const char *why = NULL, *p = skip_host(url + strlen("http://"), &why);
+    const char *why = NULL, *p = skip_host(strstr(url, "://") + 3, &why);
     uint16_t port;
     char digits[6];
     size_t n;
@@ -92,12 +92,14 @@ static char *read_server_url(mg_config_loader_t *cl, const mg_node_t *node)
         free(http);
         return normalized;
     }
-    if (strncmp(url, "https://", 8) == 0 || strncmp(url, "wss://", 6) == 0) {
-        mg_errors_add(cl->errs, node, "https backends are not supported yet");
+    if (strncmp(url, "wss://", 6) == 0) {
+        /* the tunnel speaks plain TCP to its servers (docs/websocket.md) */
+        mg_errors_add(cl->errs, node,
+                      "wss:// servers are not supported: WebSocket tunnels to backends do not speak TLS (use ws://)");
         return NULL;
     }
-    if (strncmp(url, "http://", 7) != 0) {
-        mg_errors_add(cl->errs, node, "invalid server url '%s' (expected http:// or ws://host:port[/prefix])", url);
+    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
+        mg_errors_add(cl->errs, node, "invalid server url '%s' (expected http://, https:// or ws://host:port[/prefix])", url);
         return NULL;
     }
     if ((why = check_server_url(url)) != NULL) {
@@ -135,7 +137,7 @@ static void parse_server(mg_config_loader_t *cl, mg_backend_conf_t *backend, con
         free(normalized);
         return;
     }
-    backend->servers[backend->num_servers++] = (mg_server_conf_t){normalized, weight};
+    backend->servers[backend->num_servers++] = (mg_server_conf_t){normalized, weight, backend, 0};
 }
 
 /*
@@ -241,8 +243,10 @@ static void parse_primary(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
 
 static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *key, const mg_node_t *map)
 {
-    static const char *const keys[] = {"servers", "balance",       "primary",       "connect_timeout",    "timeout",
-                                       "retries", "max_in_flight", "queue_timeout", "max_queued_per_key", NULL};
+    static const char *const keys[] = {"servers",         "balance",       "primary",
+                                       "connect_timeout", "timeout",       "retries",
+                                       "max_in_flight",   "queue_timeout", "max_queued_per_key",
+                                       "protocol",        "tls",           NULL};
 
     /* Named even when invalid, so that routes using it do not add "unknown backend" noise. */
     backend->name = mg__config_copy_str(cl, key, key->u.scalar.str);
@@ -258,6 +262,7 @@ static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
         return;
     mg_node_check_keys(map, keys, cl->errs);
     parse_servers(cl, backend, map);
+    mg__config_parse_backend_transport(cl, backend, map);
     parse_balance(cl, backend, map);
     parse_primary(cl, backend, map);
     mg__config_read_duration(cl, map, "connect_timeout", 1, &backend->connect_timeout_ms);
@@ -295,4 +300,5 @@ void mg__config_backend_free(mg_backend_conf_t *backend)
     free(backend->schedule);
     free(backend->primary);
     free(backend->name);
+    mg__config_backend_tls_free(&backend->tls);
 }

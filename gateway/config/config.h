@@ -26,10 +26,30 @@ typedef struct mg_listen_conf {
     char *tls_key;
 } mg_listen_conf_t;
 
+struct mg_backend_conf;
+
 typedef struct mg_server_conf {
-    char *url; /* "http://host:port" with an optional path prefix, no trailing '/' */
+    char *url; /* "http://host:port" or "https://host:port", with an optional path prefix, no trailing '/' */
     unsigned weight;
+    const struct mg_backend_conf *backend; /* the backend it belongs to (its client settings) */
+    int via_libcurl; /* https://, or the backend's protocol is h2 or h2c: libcurl speaks to it (set at load) */
 } mg_server_conf_t;
+
+/* What a backend's servers are spoken to with (backends.c: `protocol`). */
+typedef enum mg_backend_protocol {
+    MG_PROTOCOL_HTTP1, /* HTTP/1.1 (over TLS for https://) */
+    MG_PROTOCOL_H2,    /* HTTP/2 over TLS, chosen by ALPN (https:// only) */
+    MG_PROTOCOL_H2C,   /* HTTP/2 over plain TCP with prior knowledge (http:// only) */
+} mg_backend_protocol_t;
+
+/* How a backend's https:// servers are spoken to (backend_tls.c: `tls`). Paths are absolute. */
+typedef struct mg_backend_tls_conf {
+    char *ca;          /* PEM CA certificates to verify servers with; NULL: the system's store */
+    int verify;        /* 0: any certificate and name is accepted (verify: false) */
+    char *server_name; /* the name sent (SNI) and verified; NULL: the url's host */
+    char *certificate; /* PEM client certificate (mTLS) and its key, both or neither */
+    char *key;
+} mg_backend_tls_conf_t;
 
 typedef enum mg_balance {
     MG_BALANCE_ROUND_ROBIN,
@@ -53,6 +73,8 @@ typedef struct mg_backend_conf {
     unsigned max_in_flight;         /* requests at the backend at once, all workers together; 0: unlimited */
     uint64_t queue_timeout_ms;      /* longest wait in the scheduler before a 503 queue-timeout */
     unsigned max_queued_per_key;    /* waiting requests of one ordering key, session or client; 0: no share */
+    mg_backend_protocol_t protocol; /* HTTP/1.1 (default), h2 or h2c */
+    mg_backend_tls_conf_t tls;      /* for its https:// servers */
     struct mg_backend_sched *sched; /* the backend's scheduler, owned by the gateway (dispatch.c); NULL in tests */
     atomic_size_t next;             /* round-robin cursor shared by all workers */
 } mg_backend_conf_t;

@@ -27,6 +27,9 @@ char *mg__config_resolve_path(mg_config_loader_t *cl, const mg_node_t *at, const
  */
 void mg__config_read_duration(mg_config_loader_t *cl, const mg_node_t *map, const char *key, int positive, uint64_t *out);
 void mg__config_read_uint(mg_config_loader_t *cl, const mg_node_t *map, const char *key, unsigned min, unsigned max, unsigned *out);
+/* `*out` := the path of node's value (resolved as mg__config_resolve_path; owned), after checking that
+ * it is a readable regular file; -1 after recording why not, naming it `what` (listen.c). */
+int mg__config_read_file(mg_config_loader_t *cl, const mg_node_t *node, const char *what, char **out);
 /* A decimal port, 1..65535, and nothing after it (listen.c). 0 or -1. */
 int mg__config_parse_port(const char *s, uint16_t *port);
 
@@ -40,6 +43,10 @@ void mg__config_tenants_free(mg_tenants_conf_t *tc);
 /* Reads `tenants.store` (the mapping `node`) into tc->store (store.c). */
 void mg__config_parse_store(mg_config_loader_t *cl, const mg_node_t *node, mg_tenants_store_t *ts);
 void mg__config_store_free(mg_tenants_store_t *ts);
+/* Reads a backend's `protocol` and `tls` from its mapping, after its servers, and marks the servers
+ * libcurl speaks to (backend_tls.c). */
+void mg__config_parse_backend_transport(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *map);
+void mg__config_backend_tls_free(mg_backend_tls_conf_t *tls);
 /* Frees what a backend owns (not the backend itself). */
 void mg__config_backend_free(mg_backend_conf_t *backend);
 /* Reads the optional `admin:` section into cl->conf, after `listen:` (admin.c). */

@@ -84,7 +84,7 @@ int mg_config_parse_address(const char *s, struct sockaddr_storage *ss, socklen_
  * listen
  */
 
-static int check_readable(mg_config_loader_t *cl, const mg_node_t *node, const char *what, char **out)
+int mg__config_read_file(mg_config_loader_t *cl, const mg_node_t *node, const char *what, char **out)
 {
     const char *path;
     struct stat st;
@@ -111,9 +111,9 @@ static void parse_tls(mg_config_loader_t *cl, const mg_node_t *tls, mg_listen_co
         return;
     mg_node_check_keys(tls, keys, cl->errs);
     if ((cert = mg_node_require(tls, "certificate", cl->errs)) != NULL)
-        check_readable(cl, cert, "certificate", &listener->tls_certificate);
+        mg__config_read_file(cl, cert, "certificate", &listener->tls_certificate);
     if ((key = mg_node_require(tls, "key", cl->errs)) != NULL)
-        check_readable(cl, key, "key", &listener->tls_key);
+        mg__config_read_file(cl, key, "key", &listener->tls_key);
 }
 
 int mg__config_same_address(const struct sockaddr_storage *a, socklen_t alen, const struct sockaddr_storage *b, socklen_t blen)

@@ -190,6 +190,12 @@ static void on_connected(void *arg, h2o_socket_t *sock, mg_attempt_result_t resu
 static void connect_next(mg_ws_tunnel_t *t)
 {
     const mg_server_conf_t *server = mg_backend_server(t->backend, t->first_server, t->attempt);
+    if (strncmp(server->url, "https://", 8) == 0) {
+        /* the tunnel speaks plain TCP; sending the upgrade in clear to a TLS server would only fail
+         * later and less clearly (docs/websocket.md) */
+        fail(t, 502, "backend-tls", "WebSocket tunnels to https:// servers are not supported");
+        return;
+    }
     if ((t->connecting = mg_backend_connect(t->w, server, t->backend->connect_timeout_ms, on_connected, t)) == NULL)
         connect_failed(t, 0);
 }
