@@ -4,17 +4,21 @@
  * `clients` below, and a rule in client_for.
  */
 #include <stdlib.h>
+#include <string.h>
 #include "gateway/backend/internal.h"
 
-static const mg_backend_client_ops_t *const clients[] = {&mg_backend_client_curl};
+static const mg_backend_client_ops_t *const clients[] = {&mg_backend_client_h1, &mg_backend_client_curl};
 
 #define NUM_CLIENTS (sizeof(clients) / sizeof(clients[0]))
 
-/* The client for a server (an index in `clients`): libcurl speaks to all of them. */
+/* The client for a server (an index in `clients`): the builtin one speaks to http:// servers
+ * unless the backend asks for libcurl; libcurl to the rest (https://). */
 static size_t client_for(const mg_server_conf_t *server)
 {
-    (void)server;
-    return 0;
+    int plain = strncmp(server->url, "http://", 7) == 0;
+    if (plain && (server->backend == NULL || server->backend->http_client == MG_HTTP_CLIENT_BUILTIN))
+        return 0;
+    return 1;
 }
 
 void mg_backend_process_init(void)

@@ -26,10 +26,19 @@ typedef struct mg_listen_conf {
     char *tls_key;
 } mg_listen_conf_t;
 
+struct mg_backend_conf;
+
 typedef struct mg_server_conf {
     char *url; /* "http://host:port" with an optional path prefix, no trailing '/' */
     unsigned weight;
+    const struct mg_backend_conf *backend; /* the backend it belongs to (its client settings) */
 } mg_server_conf_t;
+
+/* Which client speaks to a backend's http:// servers (gateway/backend/client.h). */
+typedef enum mg_http_client {
+    MG_HTTP_CLIENT_BUILTIN, /* matchgate's own HTTP/1.1 client (client_h1.c) */
+    MG_HTTP_CLIENT_LIBCURL, /* libcurl's (client_curl.c) */
+} mg_http_client_t;
 
 typedef enum mg_balance {
     MG_BALANCE_ROUND_ROBIN,
@@ -53,6 +62,10 @@ typedef struct mg_backend_conf {
     unsigned max_in_flight;         /* requests at the backend at once, all workers together; 0: unlimited */
     uint64_t queue_timeout_ms;      /* longest wait in the scheduler before a 503 queue-timeout */
     unsigned max_queued_per_key;    /* waiting requests of one ordering key, session or client; 0: no share */
+    mg_http_client_t http_client;   /* who speaks to its http:// servers */
+    uint64_t keepalive_timeout_ms;  /* builtin client: an idle pooled connection is closed after it */
+    unsigned max_idle_connections;  /* builtin client: idle connections kept per worker and server */
+    uint64_t dns_refresh_ms;        /* builtin client: a server name is looked up again after it */
     struct mg_backend_sched *sched; /* the backend's scheduler, owned by the gateway (dispatch.c); NULL in tests */
     atomic_size_t next;             /* round-robin cursor shared by all workers */
 } mg_backend_conf_t;
