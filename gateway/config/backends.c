@@ -11,7 +11,7 @@
 #define MG_MAX_RETRIES 10
 #define MG_MAX_IN_FLIGHT 1000000
 /* The client a backend gets without http_client (the builtin one once it passes everything). */
-#define MG_HTTP_CLIENT_DEFAULT MG_HTTP_CLIENT_LIBCURL
+#define MG_HTTP_CLIENT_DEFAULT MG_HTTP_CLIENT_BUILTIN
 
 /* ---------------------------------------------------------------------------------------
  * Backend servers
