@@ -65,6 +65,14 @@ mg_exchange_t *mg_exchange_start(mg_worker_t *w, const mg_exchange_request_t *re
     return clients[i]->start(w->backend->clients[i], req, cbs, arg);
 }
 
+void *mg__backend_client(mg_worker_t *w, const mg_backend_client_ops_t *ops)
+{
+    for (size_t i = 0; i < NUM_CLIENTS; i++)
+        if (clients[i] == ops)
+            return w->backend != NULL ? w->backend->clients[i] : NULL;
+    return NULL;
+}
+
 void mg__backend_after_run(mg_worker_t *w)
 {
     mg__forward_flush(w);

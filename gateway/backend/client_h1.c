@@ -81,7 +81,7 @@ struct h1_exchange {
     mg_attempt_result_t late_result;
     const char *late_detail;
     unsigned head_request : 1, head_done : 1, body_end : 1, write_done : 1, paused : 1, eof : 1, reused : 1, retried : 1,
-        got_bytes : 1, keep_alive : 1;
+        got_bytes : 1, keep_alive : 1, raw : 1;
 };
 
 static void conn_close(h1_conn_t *conn);
@@ -345,10 +345,13 @@ static void send_request(h1_exchange_t *x)
     h2o_socket_write(x->conn->sock, x->bufs, x->num_bufs, on_write);
 }
 
+static void hand_over(h1_exchange_t *x, h1_conn_t *conn);
+
 static void on_connect(h2o_socket_t *sock, const char *err)
 {
     h1_conn_t *conn = sock->data;
     h1_exchange_t *x = conn->x;
+    mg_worker_t *w = x->pool->hc->w;
     if (err != NULL) {
         x->conn = NULL;
         conn_close(conn);
@@ -356,10 +359,14 @@ static void on_connect(h2o_socket_t *sock, const char *err)
             connect_next(x); /* the name's next address */
         else
             fail(x, MG_ATTEMPT_NOT_CONNECTED, err);
-        mg__backend_after_run(x->pool->hc->w);
+        mg__backend_after_run(w);
         return;
     }
     mg_timer_cancel(&x->timer);
+    if (x->raw) {
+        hand_over(x, conn);
+        return;
+    }
     h2o_socket_read_start(sock, on_read);
     send_request(x);
 }
@@ -442,9 +449,10 @@ static void on_write(h2o_socket_t *sock, const char *err)
     if (x == NULL)
         return;
     if (err != NULL) {
+        mg_worker_t *w = x->pool->hc->w;
         x->eof = 1;
         on_broken(x, "the backend closed the connection while the request was sent");
-        mg__backend_after_run(x->pool->hc->w);
+        mg__backend_after_run(w);
         return;
     }
     x->write_done = 1;
@@ -673,6 +681,76 @@ static void client_destroy(void *client)
         }
     }
     free(hc);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * A bare connection (the WebSocket tunnel's upgrade, backend.h): an exchange that ends once
+ * connected, through the same pool addresses, lookups and connect_timeout, the socket handed over.
+ */
+struct mg_backend_connect {
+    h1_exchange_t x;
+    mg_backend_connected_t done;
+    void *arg;
+};
+
+static void hand_over(h1_exchange_t *x, h1_conn_t *conn)
+{
+    mg_backend_connect_t *c = H2O_STRUCT_FROM_MEMBER(mg_backend_connect_t, x, x);
+    h2o_socket_t *sock = conn->sock;
+    mg_backend_connected_t done = c->done;
+    void *arg = c->arg;
+    sock->data = NULL;
+    free(conn);
+    free(c);
+    done(arg, sock, MG_ATTEMPT_OK);
+}
+
+static int raw_on_head(void *arg, int status, h2o_iovec_t reason, const mg_backend_header_t *fields, size_t num_fields)
+{
+    return -1; /* never called: nothing is sent */
+}
+
+static mg_body_taken_t raw_on_body(void *arg, const char *data, size_t len)
+{
+    return MG_BODY_ABORT;
+}
+
+static void raw_on_done(void *arg, mg_attempt_result_t result, const char *detail)
+{
+    mg_backend_connect_t *c = arg;
+    mg_backend_connected_t done = c->done;
+    void *done_arg = c->arg;
+    free(c);
+    done(done_arg, NULL, result);
+}
+
+static const mg_exchange_callbacks_t raw_callbacks = {raw_on_head, raw_on_body, raw_on_done};
+
+mg_backend_connect_t *mg_backend_connect(mg_worker_t *w, const mg_server_conf_t *server, uint64_t timeout_ms,
+                                         mg_backend_connected_t done, void *arg)
+{
+    h1_client_t *hc = mg__backend_client(w, &mg_backend_client_h1);
+    h1_pool_t *pool = hc != NULL ? pool_get(hc, server) : NULL;
+    mg_backend_connect_t *c = pool != NULL ? calloc(1, sizeof(*c)) : NULL;
+    if (c == NULL)
+        return NULL;
+    c->done = done;
+    c->arg = arg;
+    c->x = (h1_exchange_t){.super = {&mg_backend_client_h1},
+                           .pool = pool,
+                           .cbs = &raw_callbacks,
+                           .arg = c,
+                           .connect_timeout_ms = timeout_ms,
+                           .raw = 1};
+    mg_timer_init(&c->x.timer, &hc->w->timers, on_connect_timeout);
+    open_connection(&c->x);
+    return c;
+}
+
+void mg_backend_connect_cancel(mg_backend_connect_t *c)
+{
+    exchange_cancel(&c->x.super);
+    free(c);
 }
 
 const mg_backend_client_ops_t mg_backend_client_h1 = {

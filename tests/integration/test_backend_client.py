@@ -289,3 +289,26 @@ def test_bad_client_settings_are_refused_with_their_place(tmp_path, key, value, 
     assert res.returncode == 1
     line = next(i for i, text in enumerate(path.read_text().splitlines(), 1) if text.strip().startswith(key + ":"))
     assert f"gw.yaml:{line}:" in res.stderr and message in res.stderr, res.stderr
+
+
+def test_tunnel_upgrade_reaches_a_named_server(start_gateway):
+    # the tunnel's connection goes through the builtin client's addresses: "localhost" is looked
+    # up by the resolver threads, and an address nothing listens on (::1) is passed over
+    from wsbackend import WsBackend, connect, run
+    wsb = WsBackend()
+    try:
+        port = free_port()
+        url = wsb.url.replace("127.0.0.1", "localhost")
+        start_gateway(gateway_config(port, {"live": {"servers": [url], "max_idle_connections": 0}},
+                                     [{"name": "sockets", "forward": "live"}], workers=1))
+
+        async def main():
+            got = []
+            for i in range(3):
+                async with connect(f"ws://127.0.0.1:{port}/echo") as ws:
+                    await ws.send(f"hi {i}")
+                    got.append(await ws.recv())
+            return got
+        assert run(main()) == ["hi 0", "hi 1", "hi 2"]
+    finally:
+        wsb.stop()
