@@ -121,6 +121,34 @@ static void on_late(mg_timer_t *timer)
 }
 
 /* ---------------------------------------------------------------------------------------
+ * The input buffer
+ */
+
+/* Takes n bytes off the front of the connection's input. All of it: the buffer is kept, emptied,
+ * for the rest of the response (h2o frees an emptied buffer, and its next read grows a new one
+ * from 8 KiB by doubling and copying: a 1 MiB body cost a second copy of itself that way). */
+static void take_input(h1_conn_t *conn, size_t n)
+{
+    h2o_buffer_t *in = conn->sock->input;
+    if (n != 0 && n == in->size) {
+        in->size = 0;
+        in->bytes = in->_buf;
+    } else {
+        h2o_buffer_consume(&conn->sock->input, n);
+    }
+}
+
+/* Gives back an emptied input buffer: an idle connection holds none. */
+static void release_input(h1_conn_t *conn)
+{
+    h2o_buffer_t *in = conn->sock->input;
+    if (in->bytes != NULL && in->size == 0) {
+        conn->sock->input = &in->_prototype->_initial_buf;
+        h2o_buffer__do_free(in);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
  * Pools
  */
 static void pool_checkin(h1_pool_t *pool, h1_conn_t *conn);
@@ -134,9 +162,10 @@ static void finish(h1_exchange_t *x, mg_attempt_result_t result, const char *det
     x->conn = NULL;
     if (conn != NULL) {
         conn->x = NULL;
-        if (reuse)
+        if (reuse) {
+            release_input(conn);
             pool_checkin(x->pool, conn);
-        else
+        } else
             conn_close(conn);
     }
     x->cbs->on_done(x->arg, result, detail);
@@ -474,7 +503,7 @@ static int take_head(h1_exchange_t *x, mg_h1_head_t *head, size_t len)
 #undef REBASE
     /* the reason goes out as a C string (h2o's res.reason) */
     head->reason = h2o_strdup(x->mem, head->reason.base, head->reason.len);
-    h2o_buffer_consume(&x->conn->sock->input, len);
+    take_input(x->conn, len);
     x->head_done = 1;
     x->keep_alive = head->keep_alive;
     mg_h1_body_init(&x->body, head);
@@ -504,7 +533,7 @@ static int read_head(h1_exchange_t *x)
             return 1;
         if (head.status >= 200 || head.status == 101)
             return take_head(x, &head, (size_t)len);
-        h2o_buffer_consume(&x->conn->sock->input, (size_t)len); /* an interim 1xx */
+        take_input(x->conn, (size_t)len); /* an interim 1xx */
     }
 }
 
@@ -529,7 +558,7 @@ static int read_body(h1_exchange_t *x)
         if (x->pending != 0) {
             switch (x->cbs->on_body(x->arg, in->bytes, x->pending)) {
             case MG_BODY_TAKEN:
-                h2o_buffer_consume(&x->conn->sock->input, x->pending);
+                take_input(x->conn, x->pending);
                 x->pending = 0;
                 break;
             case MG_BODY_PAUSE:
