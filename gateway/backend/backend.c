@@ -4,18 +4,22 @@
  * `clients` below, and a rule in client_for.
  */
 #include <stdlib.h>
+#include <string.h>
 #include "gateway/backend/internal.h"
 
-static const mg_backend_client_ops_t *const clients[] = {&mg_backend_client_curl};
+static const mg_backend_client_ops_t *const clients[] = {&mg_backend_client_h1, &mg_backend_client_curl};
 
 #define NUM_CLIENTS (sizeof(clients) / sizeof(clients[0]))
 
-/* The client for a server (an index in `clients`): libcurl speaks to all of them; it must keep the
- * ones marked server->via_libcurl at load (https://, protocol h2 or h2c) whatever else comes. */
+/* The client for a server (an index in `clients`): the builtin one speaks to http:// servers over
+ * HTTP/1.1 unless the backend asks for libcurl; libcurl to the servers marked via_libcurl at load
+ * (https://, protocol h2 or h2c). */
 static size_t client_for(const mg_server_conf_t *server)
 {
-    (void)server;
-    return 0;
+    int plain = !server->via_libcurl && strncmp(server->url, "http://", 7) == 0;
+    if (plain && (server->backend == NULL || server->backend->http_client == MG_HTTP_CLIENT_BUILTIN))
+        return 0;
+    return 1;
 }
 
 void mg_backend_process_init(void)
@@ -60,6 +64,14 @@ mg_exchange_t *mg_exchange_start(mg_worker_t *w, const mg_exchange_request_t *re
 {
     size_t i = client_for(req->server);
     return clients[i]->start(w->backend->clients[i], req, cbs, arg);
+}
+
+void *mg__backend_client(mg_worker_t *w, const mg_backend_client_ops_t *ops)
+{
+    for (size_t i = 0; i < NUM_CLIENTS; i++)
+        if (clients[i] == ops)
+            return w->backend != NULL ? w->backend->clients[i] : NULL;
+    return NULL;
 }
 
 void mg__backend_after_run(mg_worker_t *w)

@@ -119,7 +119,7 @@ mg_call_t *mg_call_start(mg_worker_t *w, const mg_call_spec_t *spec, mg_call_don
 void mg_call_cancel(mg_call_t *c);
 
 /* ---------------------------------------------------------------------------------------
- * A connection to a server (connect.c), for what speaks its own protocol on it (the WebSocket
+ * A connection to a server (client_h1.c), for what speaks its own protocol on it (the WebSocket
  * tunnel's upgrade).
  */
 typedef struct mg_backend_connect mg_backend_connect_t;
@@ -128,10 +128,10 @@ typedef struct mg_backend_connect mg_backend_connect_t;
  * (MG_ATTEMPT_NOT_CONNECTED, MG_ATTEMPT_CONNECT_TIMEOUT: `sock` is NULL). */
 typedef void (*mg_backend_connected_t)(void *arg, h2o_socket_t *sock, mg_attempt_result_t result);
 
-/* Opens a TCP connection to `server` on the worker's loop: at once for an address, after a name
- * lookup (h2o's resolver threads) otherwise; the connect itself has `timeout_ms`. `done` runs
- * once, later, unless cancelled first. NULL when it failed at once (no socket could be made, out
- * of memory): as MG_ATTEMPT_NOT_CONNECTED, with nothing called back. */
+/* Opens a TCP connection to `server` on the worker's loop, as the builtin client opens its own: an
+ * address at once, a name from the worker's lookups (h2o's resolver threads, dns_refresh), every
+ * address tried in turn; `timeout_ms` covers the lookup and the connect. `done` runs once, later,
+ * unless cancelled first. NULL when out of memory (nothing is called back). */
 mg_backend_connect_t *mg_backend_connect(mg_worker_t *w, const mg_server_conf_t *server, uint64_t timeout_ms,
                                          mg_backend_connected_t done, void *arg);
 /* Stops a connect whose `done` has not run: no callback follows. */

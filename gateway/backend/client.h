@@ -1,7 +1,8 @@
 /*
  * The seam between what the gateway asks of a backend (forward.c, call.c) and the clients that
  * speak to its servers. A client is a const ops struct in a file of its own, like a matcher
- * kind: client_curl.c (libcurl's multi interface on the worker's loop) is the one there is. Each
+ * kind: client_h1.c (matchgate's own HTTP/1.1, for http:// servers) and client_curl.c (libcurl's multi
+ * interface on the worker's loop, what the backend's http_client: libcurl asks for). Each
  * worker has its own instance of every client (backend.c), and mg_exchange_start hands an
  * exchange to the client that speaks to its server.
  *
@@ -75,6 +76,7 @@ struct mg_backend_client_ops {
 
 /* The clients (one line each). */
 extern const mg_backend_client_ops_t mg_backend_client_curl;
+extern const mg_backend_client_ops_t mg_backend_client_h1;
 
 /* Starts an exchange with the worker's client for req->server. NULL when it cannot start. */
 mg_exchange_t *mg_exchange_start(mg_worker_t *w, const mg_exchange_request_t *req, const mg_exchange_callbacks_t *cbs, void *arg);

@@ -150,7 +150,11 @@ static void on_proceed(h2o_generator_t *generator, h2o_req_t *req)
     mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, generator, generator);
     f->send_pending = 0;
     mg_timer_cancel(&f->stall);
-    h2o_buffer_consume(&f->sending, f->sending->size);
+    /* emptied, not freed: the next swap would otherwise grow a new buffer by doubling and copying */
+    if (f->sending->bytes != NULL) {
+        f->sending->size = 0;
+        f->sending->bytes = f->sending->_buf;
+    }
     if (f->paused && f->state == MG_FORWARD_STREAMING) {
         f->paused = 0;
         mg_timer_set(&f->timeout, f->timeout_left_ms);

@@ -17,6 +17,8 @@ typedef struct mg_backend_worker {
 /* A client has run (responses may have advanced): what arrived goes on to the clients of the
  * gateway, once per run rather than once per piece (backend.c). */
 void mg__backend_after_run(mg_worker_t *w);
+/* The worker's instance of the client `ops` (backend.c); NULL before the worker's clients exist. */
+void *mg__backend_client(mg_worker_t *w, const mg_backend_client_ops_t *ops);
 /* Sends on what the worker's forwards have received (forward.c). */
 void mg__forward_flush(mg_worker_t *w);
 

@@ -10,6 +10,8 @@
 #define MG_MAX_WEIGHT 100
 #define MG_MAX_RETRIES 10
 #define MG_MAX_IN_FLIGHT 1000000
+/* The client a backend gets without http_client (the builtin one once it passes everything). */
+#define MG_HTTP_CLIENT_DEFAULT MG_HTTP_CLIENT_BUILTIN
 
 /* ---------------------------------------------------------------------------------------
  * Backend servers
@@ -241,12 +243,43 @@ static void parse_primary(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
         backend->primary_index = (size_t)index;
 }
 
+/* In the order of mg_http_client_t. */
+static const char *const http_client_names[] = {"builtin", "libcurl", NULL};
+
+static void parse_http_client(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *map)
+{
+    const mg_node_t *node = mg_node_get(map, "http_client");
+    const char *s;
+
+    if (node == NULL || mg_node_to_str(node, &s, cl->errs) != 0)
+        return;
+    for (size_t i = 0; http_client_names[i] != NULL; i++) {
+        if (strcmp(s, http_client_names[i]) == 0) {
+            backend->http_client = (mg_http_client_t)i;
+            return;
+        }
+    }
+    mg_errors_add(cl->errs, node, "unknown http_client '%s' (expected builtin or libcurl)", s);
+}
+
 static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *key, const mg_node_t *map)
 {
-    static const char *const keys[] = {"servers",         "balance",       "primary",
-                                       "connect_timeout", "timeout",       "retries",
-                                       "max_in_flight",   "queue_timeout", "max_queued_per_key",
-                                       "protocol",        "tls",           NULL};
+    static const char *const keys[] = {"servers",
+                                       "balance",
+                                       "primary",
+                                       "connect_timeout",
+                                       "timeout",
+                                       "retries",
+                                       "max_in_flight",
+                                       "queue_timeout",
+                                       "max_queued_per_key",
+                                       "protocol",
+                                       "tls",
+                                       "http_client",
+                                       "keepalive_timeout",
+                                       "max_idle_connections",
+                                       "dns_refresh",
+                                       NULL};
 
     /* Named even when invalid, so that routes using it do not add "unknown backend" noise. */
     backend->name = mg__config_copy_str(cl, key, key->u.scalar.str);
@@ -256,6 +289,10 @@ static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
     backend->max_in_flight = 0;
     backend->queue_timeout_ms = 5000;
     backend->max_queued_per_key = 100;
+    backend->http_client = MG_HTTP_CLIENT_DEFAULT;
+    backend->keepalive_timeout_ms = 50000;
+    backend->max_idle_connections = 1024;
+    backend->dns_refresh_ms = 30000;
     if (key->u.scalar.len == 0)
         mg_errors_add(cl->errs, key, "backend names must not be empty");
     if (mg_node_expect(map, MG_NODE_MAPPING, cl->errs) != 0)
@@ -271,6 +308,10 @@ static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
     mg__config_read_uint(cl, map, "max_in_flight", 0, MG_MAX_IN_FLIGHT, &backend->max_in_flight);
     mg__config_read_duration(cl, map, "queue_timeout", 1, &backend->queue_timeout_ms);
     mg__config_read_uint(cl, map, "max_queued_per_key", 0, MG_MAX_IN_FLIGHT, &backend->max_queued_per_key);
+    parse_http_client(cl, backend, map);
+    mg__config_read_duration(cl, map, "keepalive_timeout", 1, &backend->keepalive_timeout_ms);
+    mg__config_read_uint(cl, map, "max_idle_connections", 0, MG_MAX_IN_FLIGHT, &backend->max_idle_connections);
+    mg__config_read_duration(cl, map, "dns_refresh", 1, &backend->dns_refresh_ms);
 }
 
 void mg__config_parse_backends(mg_config_loader_t *cl, const mg_node_t *root)

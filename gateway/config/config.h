@@ -51,6 +51,12 @@ typedef struct mg_backend_tls_conf {
     char *key;
 } mg_backend_tls_conf_t;
 
+/* Which client speaks to a backend's http:// servers (gateway/backend/client.h). */
+typedef enum mg_http_client {
+    MG_HTTP_CLIENT_BUILTIN, /* matchgate's own HTTP/1.1 client (client_h1.c) */
+    MG_HTTP_CLIENT_LIBCURL, /* libcurl's (client_curl.c) */
+} mg_http_client_t;
+
 typedef enum mg_balance {
     MG_BALANCE_ROUND_ROBIN,
     MG_BALANCE_PRIMARY_FOR_WRITES,
@@ -75,6 +81,10 @@ typedef struct mg_backend_conf {
     unsigned max_queued_per_key;    /* waiting requests of one ordering key, session or client; 0: no share */
     mg_backend_protocol_t protocol; /* HTTP/1.1 (default), h2 or h2c */
     mg_backend_tls_conf_t tls;      /* for its https:// servers */
+    mg_http_client_t http_client;   /* who speaks to its http:// servers */
+    uint64_t keepalive_timeout_ms;  /* builtin client: an idle pooled connection is closed after it */
+    unsigned max_idle_connections;  /* builtin client: idle connections kept per worker and server */
+    uint64_t dns_refresh_ms;        /* builtin client: a server name is looked up again after it */
     struct mg_backend_sched *sched; /* the backend's scheduler, owned by the gateway (dispatch.c); NULL in tests */
     atomic_size_t next;             /* round-robin cursor shared by all workers */
 } mg_backend_conf_t;

@@ -185,6 +185,22 @@ Test(config, backend_defaults)
     cr_assert_eq(b->schedule_len, 1);
     cr_assert_eq(b->schedule[0], 0);
     cr_assert_eq(atomic_load(&b->next), 0);
+    cr_assert_eq(b->http_client, MG_HTTP_CLIENT_BUILTIN);
+    cr_assert_eq(b->keepalive_timeout_ms, 50000, "below common backend idle timeouts (nginx 75s)");
+    cr_assert_eq(b->max_idle_connections, 1024);
+    cr_assert_eq(b->dns_refresh_ms, 30000);
+    cr_assert_eq(b->servers[0].backend, b, "a server knows its backend's client settings");
+}
+
+Test(config, backend_client_settings)
+{
+    load(BASE "backends:\n  crm:\n    servers: [\"http://127.0.0.1:9001\"]\n    http_client: libcurl\n"
+              "    keepalive_timeout: 4s\n    max_idle_connections: 0\n    dns_refresh: 2m\n");
+    const mg_backend_conf_t *b = &conf->backends[0];
+    cr_assert_eq(b->http_client, MG_HTTP_CLIENT_LIBCURL);
+    cr_assert_eq(b->keepalive_timeout_ms, 4000);
+    cr_assert_eq(b->max_idle_connections, 0);
+    cr_assert_eq(b->dns_refresh_ms, 120000);
 }
 
 static const char full[] = "listen:\n"
@@ -579,6 +595,13 @@ static const bad_config_t bad_configs[] = {
     {BACKEND("{servers: [\"http://a:1\"], max_inflight: 5}"),
      "gw.yaml:2:34: unknown key 'max_inflight' (did you mean 'max_in_flight'?)"},
     {BACKEND("{servers: [\"http://a:1\"], retries: 11}"), "gw.yaml:2:43: expected an integer between 0 and 10, got '11'"},
+    {BACKEND("{servers: [\"http://a:1\"], http_client: curl}"),
+     "gw.yaml:2:47: unknown http_client 'curl' (expected builtin or libcurl)"},
+    {BACKEND("{servers: [\"http://a:1\"], keepalive_timeout: 0s}"), "gw.yaml:2:53: keepalive_timeout must be greater than 0"},
+    {BACKEND("{servers: [\"http://a:1\"], dns_refresh: never}"),
+     "gw.yaml:2:47: invalid duration 'never' (expected e.g. 250ms, 5s, 2m, 1h)"},
+    {BACKEND("{servers: [\"http://a:1\"], max_idle_connections: -1}"),
+     "gw.yaml:2:56: expected an integer between 0 and 1000000, got '-1'"},
     {BACKEND("{servers: [\"http://a:1\"], connect_timeout: 0s}"), "gw.yaml:2:51: connect_timeout must be greater than 0"},
     {BACKEND("{servers: [\"http://a:1\"], timeout: fast}"),
      "gw.yaml:2:43: invalid duration 'fast' (expected e.g. 250ms, 5s, 2m, 1h)"},
