@@ -58,27 +58,12 @@ static mg_str_t peer_of(h2o_req_t *req)
     return mg_str(buf, strlen(buf));
 }
 
-/* Host for matching: lower case, without port ("[::1]:80" keeps its brackets); empty when the
- * client sent none (h2o then fills in the name of its host configuration). */
-static mg_str_t host_of(h2o_req_t *req)
+/* The authority the client sent; empty when it sent none (h2o then fills in the name of its host
+ * configuration). */
+static mg_str_t authority_of(h2o_req_t *req)
 {
     h2o_iovec_t a = req->authority;
-    if (a.base == req->hostconf->authority.hostport.base)
-        return mg_str("", 0);
-    size_t len = a.len;
-    for (size_t i = a.len; i-- > 0;) {
-        if (a.base[i] == ':') {
-            len = i;
-            break;
-        }
-        if (a.base[i] < '0' || a.base[i] > '9')
-            break;
-    }
-    char *buf = h2o_mem_alloc_pool(&req->pool, len + 1);
-    for (size_t i = 0; i < len; i++)
-        buf[i] = (char)(a.base[i] >= 'A' && a.base[i] <= 'Z' ? a.base[i] + 32 : a.base[i]);
-    buf[len] = '\0';
-    return mg_str(buf, len);
+    return a.base == req->hostconf->authority.hostport.base ? mg_str("", 0) : mg_str(a.base, a.len);
 }
 
 static mg_str_t request_id_of(mg_worker_t *w, h2o_req_t *req)
@@ -116,37 +101,34 @@ static void *pool_alloc(void *pool, size_t size)
     return h2o_mem_alloc_pool(pool, size);
 }
 
-/* Fills the routing context from the request; -1 when the path cannot be normalized,
- * MG_PATH_ESCAPED_SLASH when it holds '\', %2F or %5C and limits.escaped_slashes rejects them. */
-static int build_context(mg_request_t *r, mg_ctx_t *ctx)
+/* Fills the routing context from the request (mg_request_prepare, as the route tester does);
+ * -1 with *why when the gateway answers the request itself. */
+static int build_context(mg_request_t *r, mg_ctx_t *ctx, mg_refusal_t *why)
 {
     h2o_req_t *req = r->req;
-    size_t path_len = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
-    char *norm = h2o_mem_alloc_pool(&req->pool, path_len + 1);
-    int flags = r->conf->limits.keep_escaped_slashes ? 0 : MG_PATH_REJECT_ESCAPED_SLASHES;
-    long nlen = mg_path_normalize_ex(req->path.base, path_len, norm, flags);
-    if (nlen < 0)
-        return (int)nlen;
-    r->path = mg_str(norm, (size_t)nlen);
-    if (req->query_at != SIZE_MAX)
-        r->query = mg_str(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
-    r->host = host_of(req);
+    mg_alloc_t alloc = {pool_alloc, &req->pool};
     mg_header_t *headers = h2o_mem_alloc_pool(&req->pool, sizeof(*headers) * (req->headers.size + 1));
     for (size_t i = 0; i < req->headers.size; i++) {
         headers[i].name = mg_str(req->headers.entries[i].name->base, req->headers.entries[i].name->len);
         headers[i].value = mg_str(req->headers.entries[i].value.base, req->headers.entries[i].value.len);
     }
-    *ctx = (mg_ctx_t){.method = r->method,
-                      .scheme = mg_str(req->scheme->name.base, req->scheme->name.len),
-                      .host = r->host,
-                      .path = r->path,
-                      .query = r->query,
-                      .peer = r->peer,
-                      .headers = headers,
-                      .num_headers = req->headers.size,
-                      .websocket = is_websocket_upgrade(req),
-                      .alloc = {pool_alloc, &req->pool}};
-    return 0;
+    if (req->query_at != SIZE_MAX)
+        r->query = mg_str(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
+    mg_request_head_t head = {.method = r->method,
+                              .scheme = mg_str(req->scheme->name.base, req->scheme->name.len),
+                              .authority = authority_of(req),
+                              .path = mg_str(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len),
+                              .query = r->query,
+                              .peer = r->peer,
+                              .headers = headers,
+                              .num_headers = req->headers.size,
+                              .websocket = is_websocket_upgrade(req),
+                              .host_required = req->version == 0x101};
+    int rc = mg_request_prepare(r->conf, &head, &alloc, ctx, why);
+    r->host = ctx->host; /* set once the path is normalized */
+    if (ctx->path.base != NULL)
+        r->path = ctx->path;
+    return rc;
 }
 
 static mg_request_t *request_new(mg_worker_t *w, h2o_req_t *req)
@@ -232,24 +214,17 @@ static int admit(mg_request_t *r, mg_ctx_t *ctx)
 {
     h2o_req_t *req = r->req;
     const mg_config_t *conf = r->conf;
-    int identified, err;
+    mg_refusal_t why;
 
     if (req->entity.len > conf->limits.max_request_body) {
         mg_request_send_error(r, 413, "body-too-large", "request body exceeds limits.max_request_body");
     } else if (header_bytes(req) > conf->limits.max_header_size) {
         mg_request_send_error(r, 431, "headers-too-large", "request headers exceed limits.max_header_size");
-    } else if ((err = build_context(r, ctx)) != 0) {
-        mg_request_send_error(r, 400, "bad-request",
-                              err == MG_PATH_ESCAPED_SLASH ? "the request path has an escaped '/' or '\\' (limits.escaped_slashes)"
-                                                           : "invalid request path");
-    } else if (r->host.len == 0 && req->version == 0x101) {
-        mg_request_send_error(r, 400, "bad-request", "HTTP/1.1 request without Host");
-    } else if ((identified = mg_tenants_identify(&conf->tenants, ctx)) < 0 && ctx->error.reason != NULL) {
-        refuse_undecided(r, ctx);
-    } else if (identified < 0) {
-        mg_request_send_error(r, 400, "bad-request", "invalid tenant name");
-    } else if (identified == 0 && conf->tenants.reject_unidentified) {
-        mg_request_send_error(r, 401, "unidentified", "the request names no tenant");
+    } else if (build_context(r, ctx, &why) != 0) {
+        if (why.undecided)
+            refuse_undecided(r, ctx);
+        else
+            mg_request_send_error(r, why.status, why.code, why.reason);
     } else {
         r->tenant = ctx->tenant;
         return 0;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/gateway.h"
+#include "gateway/route_tool.h"
 
 static void usage(FILE *out)
 {
@@ -15,6 +16,10 @@ static void usage(FILE *out)
                  "       matchgate --check -c FILE  validate FILE and exit (0 valid, 1 invalid)\n"
                  "       matchgate --check --stdin [--memory-limit SIZE] -c FILE\n"
                  "                                  validate stdin as FILE (how a reload checks a file)\n"
+                 "       matchgate route -c FILE METHOD URL [-H 'Name: value']... [--peer ADDR] [--json]\n"
+                 "                                  show where a request would go, without sending it\n"
+                 "       matchgate route -c FILE --expect TESTS.yaml\n"
+                 "                                  check a file of requests and where they must go\n"
                  "       matchgate --version\n"
                  "       matchgate --help\n"
                  "\n"
@@ -83,6 +88,8 @@ int main(int argc, char **argv)
     const char *file = NULL;
     check_input_t in = {0, 0};
     int check = 0, opt;
+    if (argc > 1 && strcmp(argv[1], "route") == 0)
+        return mg_route_main(argc - 1, argv + 1);
     while ((opt = getopt_long(argc, argv, "c:th", options, NULL)) != -1) {
         switch (opt) {
         case 'c':

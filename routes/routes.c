@@ -203,6 +203,15 @@ static void mg_route_read_order(mg_routes_builder_t *b, mg_route_t *r, const mg_
         r->order.priority_header_len = strlen(r->order.priority_header);
 }
 
+int mg_route_quota_key(const mg_route_t *route, const mg_ctx_t *ctx, mg_str_t *key)
+{
+    if (route->quota.key == NULL) {
+        *key = ctx->tenant;
+        return 0;
+    }
+    return mg_template_expand(route->quota.key, ctx, key);
+}
+
 const mg_route_t *mg_route_order(const mg_route_t *leaf)
 {
     return leaf->order_from;
@@ -521,11 +530,15 @@ const mg_route_t *mg__route_try(const mg_route_t *r, mg_ctx_t *ctx, int indexed)
     int matched = r->match != NULL ? mg_matcher_match(r->match, ctx) : 1;
     if (matched == MG_MATCH_ERROR && ctx->error.route == NULL)
         ctx->error.route = r->name;
+    if (ctx->trace != NULL)
+        ctx->trace->route(ctx->trace->arg, r, matched, ctx);
     if (matched != 1)
         return NULL;
     if (r->kind != MG_ROUTE_BRANCH)
         return r;
     const mg_route_t *found = mg_route_list_match(r->children, r->num_children, r->index, ctx, indexed);
+    if (found == NULL && ctx->trace != NULL && ctx->error.reason == NULL)
+        ctx->trace->route(ctx->trace->arg, r, MG_TRACE_BRANCH_EXHAUSTED, ctx);
     if (found == NULL) /* no child matched: the branch's own captures must not leak into later routes */
         ctx->num_vars = mark;
     return found;

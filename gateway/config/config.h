@@ -235,4 +235,43 @@ const mg_quota_t *mg_tenants_quota(const mg_tenants_conf_t *tc, mg_str_t tenant)
  */
 int mg_tenants_identify(const mg_tenants_conf_t *tc, mg_ctx_t *ctx);
 
+/* ---------------------------------------------------------------------------------------
+ * A request made ready for the route tree (request.c): the steps between a request's head and
+ * mg_routes_match that the request handler and the route tester (`matchgate route`) share.
+ */
+
+/* A request's head as the gateway received it. Strings are borrowed. */
+typedef struct mg_request_head {
+    mg_str_t method, scheme;    /* scheme: "http" or "https" */
+    mg_str_t authority;         /* Host (HTTP/1) or :authority (HTTP/2) as sent; empty when none */
+    mg_str_t path;              /* the target's path as received, before normalization, no query */
+    mg_str_t query;             /* after '?', without it; empty when none */
+    mg_str_t peer;              /* client address as text */
+    const mg_header_t *headers; /* names lower case, hop-by-hop fields already removed */
+    size_t num_headers;
+    int websocket;           /* a WebSocket upgrade */
+    int host_required;       /* HTTP/1.1: a request without Host is refused */
+    const mg_trace_t *trace; /* copied to ctx->trace (NULL but in the route tester) */
+} mg_request_head_t;
+
+/* Why a request is answered by the gateway before routing: status, X-Matchgate-Error code, reason.
+ * `undecided`: a regex of tenants.identify hit its limit (ctx->error says which). */
+typedef struct mg_refusal {
+    int status;
+    const char *code, *reason;
+    int undecided;
+} mg_refusal_t;
+
+/* The host a route matches: the authority in lower case, without its port ("[::1]:80" keeps its
+ * brackets); in `alloc` memory, NUL-terminated. */
+mg_str_t mg_request_host(mg_str_t authority, const mg_alloc_t *alloc);
+/*
+ * Fills the routing context from the head: the path normalized (limits.escaped_slashes), the host,
+ * the tenant (tenants.identify, tenants.unidentified). 0 when the request may be routed; -1 with
+ * *why when the gateway answers it itself (400 bad path, missing Host or invalid tenant name, 401
+ * unidentified). Allocates from `alloc` only.
+ */
+int mg_request_prepare(const mg_config_t *conf, const mg_request_head_t *head, const mg_alloc_t *alloc, mg_ctx_t *ctx,
+                       mg_refusal_t *why);
+
 #endif
