@@ -243,7 +243,9 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     if (mg_limits_check_connection(r) != 0 || mg_request_check(r) != 0 || admit(r, &ctx) != 0 ||
         mg_limits_check_tenant(r, &ctx) != 0)
         return 0;
-    if ((r->route = mg_routes_match(r->conf->routes, &ctx)) == NULL && ctx.error.reason != NULL)
+    if ((r->route = mg_routes_match(r->conf->routes, &ctx)) != NULL)
+        mg_config_route_hit(r->conf, r->route, r->worker->id); /* GET /routes */
+    if (r->route == NULL && ctx.error.reason != NULL)
         refuse_undecided(r, &ctx);
     else if (r->route == NULL)
         mg_request_send_error(r, 404, "no-route", "no route matches the request");

@@ -477,6 +477,16 @@ static mg_route_t **mg_route_list_compile(mg_routes_builder_t *b, const mg_node_
     return list;
 }
 
+/* Numbers the routes depth first, in file order (mg_route_t.id); returns the next id. */
+static size_t mg_route_list_number(mg_route_t *const *list, size_t size, size_t next)
+{
+    for (size_t i = 0; i != size; ++i) {
+        list[i]->id = next++;
+        next = mg_route_list_number(list[i]->children, list[i]->num_children, next);
+    }
+    return next;
+}
+
 /* Indexes `list` when long enough, and the children lists below it; returns the list's index. */
 static mg_route_index_t *mg_route_list_index(mg_route_t *const *list, size_t size)
 {
@@ -503,6 +513,7 @@ mg_routes_t *mg_routes_compile(const mg_node_t *seq, mg_backend_resolver_t resol
         return NULL;
     }
     routes->index = mg_route_list_index(routes->routes, routes->size);
+    mg_route_list_number(routes->routes, routes->size, 0);
     return routes;
 }
 

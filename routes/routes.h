@@ -140,6 +140,7 @@ typedef struct mg_route mg_route_t;
 
 struct mg_route {
     char *name;
+    size_t id;        /* 0 .. mg_routes_count() - 1: depth first, in file order (counters are indexed by it) */
     const char *file; /* the document's file name (owned by mg_routes_t) */
     unsigned line, column;
     mg_matcher_t *match; /* NULL: always matches */

@@ -116,6 +116,7 @@ static const mg_admin_endpoint_t endpoints[] = {
     {"GET", "/metrics", mg_admin_metrics},
     {"POST", "/reload", admin_reload},
     {"GET", "/tenants", mg_admin_tenants},
+    {"GET", "/routes", mg_admin_routes},
     {"GET", "/sessions", mg_admin_sessions},
     {"POST", "/sessions/*/*", mg_admin_session_action},
     {"POST", "/routes/*/broadcast", mg_admin_broadcast},

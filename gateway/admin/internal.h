@@ -30,6 +30,8 @@ void mg_admin_send_error(h2o_req_t *req, int status, const char *message);
  */
 void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_tenants(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+/* GET /routes (routes.c): the route tree with hit counts. */
+void mg_admin_routes(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_sessions(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_session_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_broadcast(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);

@@ -273,6 +273,28 @@ static void config_read(mg_config_loader_t *cl, const mg_node_t *root)
     }
 }
 
+/* The route hit counters (mg_route_hits_t): without memory for them the gateway runs uncounted. */
+static void route_hits_init(mg_config_t *conf)
+{
+    mg_route_hits_t *h = &conf->route_hits;
+    size_t per_line = 64 / sizeof(*h->counts), routes = conf->routes != NULL ? mg_routes_count(conf->routes) : 0;
+    h->shards = conf->workers < MG_ROUTE_HIT_SHARDS ? conf->workers : MG_ROUTE_HIT_SHARDS;
+    h->stride = (routes + per_line - 1) / per_line * per_line;
+    if (h->stride != 0)
+        h->counts = aligned_alloc(64, h->shards * h->stride * sizeof(*h->counts));
+    for (size_t i = 0; h->counts != NULL && i < h->shards * h->stride; i++)
+        atomic_init(&h->counts[i], 0);
+}
+
+uint64_t mg_config_route_hits(const mg_config_t *conf, const mg_route_t *route)
+{
+    const mg_route_hits_t *h = &conf->route_hits;
+    uint64_t total = 0;
+    for (unsigned s = 0; h->counts != NULL && s < h->shards; s++)
+        total += atomic_load_explicit(&h->counts[s * h->stride + route->id], memory_order_relaxed);
+    return total;
+}
+
 mg_config_t *mg__config_from_doc(const char *file, mg_doc_t *doc, mg_errors_t *errs)
 {
     mg_config_loader_t cl = {.errs = errs, .conf = config_new(file), .dir = dir_of(file)};
@@ -283,6 +305,8 @@ mg_config_t *mg__config_from_doc(const char *file, mg_doc_t *doc, mg_errors_t *e
         goto Exit;
     }
     config_read(&cl, mg_doc_root(doc));
+    if (errs->num_errors == before)
+        route_hits_init(cl.conf);
 Exit:
     if (errs->num_errors != before) {
         mg_config_free(cl.conf);
@@ -352,6 +376,7 @@ void mg_config_free(mg_config_t *conf)
     if (conf->routes != NULL)
         mg_routes_free(conf->routes);
     mg__config_admin_free(&conf->admin);
+    free(conf->route_hits.counts);
     if (conf->access_log_fd >= 0 && conf->access_log_fd != STDOUT_FILENO)
         close(conf->access_log_fd);
     free(conf->access_log);

@@ -128,8 +128,20 @@ typedef struct mg_reload_conf {
 
 #define MG_RELOAD_MIN_MEMORY (UINT64_C(64) << 20)
 
+/* Requests each route was chosen for since its configuration was loaded (GET /routes): per
+ * route, one counter per shard; worker W counts in shard W % shards, each shard's counters on
+ * cache lines of their own, so workers do not contend for one line per popular route. */
+#define MG_ROUTE_HIT_SHARDS 8
+
+typedef struct mg_route_hits {
+    atomic_uint_fast64_t *counts; /* shards x stride; NULL when out of memory (nothing counted) */
+    size_t stride;                /* routes, rounded up to a cache line of counters */
+    unsigned shards;
+} mg_route_hits_t;
+
 /*
- * A loaded configuration. Immutable once the gateway runs, except `refs`: it is shared by the
+ * A loaded configuration. Immutable once the gateway runs, except `refs` and the counters of
+ * `route_hits`: it is shared by the
  * workers, the admin thread and the requests in flight, and freed when the last reference is
  * released (mg_config_release), so that a reload never pulls it from under a request.
  */
@@ -149,6 +161,7 @@ typedef struct mg_config {
     mg_routes_t *routes;
     mg_admin_conf_t admin;
     mg_reload_conf_t reload;
+    mg_route_hits_t route_hits;
     uint64_t generation; /* 1 for the configuration loaded at start, +1 per successful reload */
     atomic_uint refs;    /* 1 when loaded */
 } mg_config_t;
@@ -212,6 +225,16 @@ unsigned mg_config_auto_max_connections(uint64_t nofile, unsigned workers, size_
  * client connections, and backend connections: when every backend has a max_in_flight their sum
  * (at most one per client connection), else one per three client connections (what auto leaves). */
 uint64_t mg_config_descriptors_needed(const mg_config_t *conf, unsigned max_connections);
+/* Counts one request chosen for `route` by worker `worker` (any thread; relaxed). */
+static inline void mg_config_route_hit(mg_config_t *conf, const mg_route_t *route, unsigned worker)
+{
+    mg_route_hits_t *h = &conf->route_hits;
+    if (h->counts != NULL)
+        atomic_fetch_add_explicit(&h->counts[(worker % h->shards) * h->stride + route->id], 1, memory_order_relaxed);
+}
+/* The requests `route` itself was chosen for (a branch is never chosen: it has 0). */
+uint64_t mg_config_route_hits(const mg_config_t *conf, const mg_route_t *route);
+
 /* Frees the configuration whatever its references (--check, tests, a load that is dropped). */
 void mg_config_free(mg_config_t *conf);
 /* Takes one more reference; returns `conf`. Any thread. */

@@ -36,6 +36,7 @@ Test(admin_routing, every_endpoint_by_method_and_path)
         {"GET", "/metrics", "GET /metrics"},
         {"POST", "/reload", "POST /reload"},
         {"GET", "/tenants", "GET /tenants"},
+        {"GET", "/routes", "GET /routes"},
         {"GET", "/sessions", "GET /sessions"},
         {"POST", "/sessions/12/send", "POST /sessions/*/*"},
         {"POST", "/sessions/12/anything", "POST /sessions/*/*"}, /* the action is the endpoint's to judge */
