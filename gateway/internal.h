@@ -159,6 +159,8 @@ struct mg_gateway {
     pthread_mutex_t workers_lock;
     pthread_cond_t workers_cond;
     unsigned workers_ready, workers_done;
+    /* listed tenants' totals of the throttle keys evicted (tenant_totals.h) */
+    struct mg_tenant_totals *tenant_totals;
 };
 
 /* The worker owning an h2o context. */
