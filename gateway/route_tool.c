@@ -336,19 +336,12 @@ static int quotas_json(const mg_config_t *conf, const mg_route_t *leaf, const mg
     return 0;
 }
 
-static const char *balance_name(mg_balance_t b)
-{
-    return b == MG_BALANCE_PRIMARY_FOR_WRITES ? "primary_for_writes"
-           : b == MG_BALANCE_FIRST_AVAILABLE  ? "first_available"
-                                              : "round_robin";
-}
-
 static json_t *backend_json(const mg_backend_conf_t *b)
 {
     json_t *servers = json_array();
     for (size_t i = 0; i < b->num_servers; i++)
         json_array_append_new(servers, cstr_json(b->servers[i].url));
-    json_t *j = json_pack("{s:o,s:s,s:o}", "name", cstr_json(b->name), "balance", balance_name(b->balance), "servers", servers);
+    json_t *j = json_pack("{s:o,s:s,s:o}", "name", cstr_json(b->name), "balance", mg_balance_name(b->balance), "servers", servers);
     if (b->primary != NULL)
         json_object_set_new(j, "primary", cstr_json(b->primary));
     return j;

@@ -37,6 +37,9 @@ typedef enum mg_balance {
     MG_BALANCE_FIRST_AVAILABLE,
 } mg_balance_t;
 
+/* The balance as written in the file ("round_robin", ...). */
+const char *mg_balance_name(mg_balance_t balance);
+
 typedef struct mg_backend_conf {
     char *name;
     mg_server_conf_t *servers;
