@@ -354,9 +354,9 @@ void mg_config_summary(const mg_config_t *conf, char *buf, size_t size)
 {
     size_t routes = conf->routes != NULL ? mg_routes_count(conf->routes) : 0;
 
-    snprintf(buf, size, "%s: ok (%zu listener%s, %zu backend%s, %zu route%s, %u worker%s)", conf->file, conf->num_listeners,
-             plural(conf->num_listeners), conf->num_backends, plural(conf->num_backends), routes, plural(routes), conf->workers,
-             plural(conf->workers));
+    snprintf(buf, size, "%s: ok (%zu listener%s, %zu backend%s, %zu route%s, %u worker%s, %zu tenant%s)", conf->file,
+             conf->num_listeners, plural(conf->num_listeners), conf->num_backends, plural(conf->num_backends), routes,
+             plural(routes), conf->workers, plural(conf->workers), conf->tenants.num_quotas, plural(conf->tenants.num_quotas));
 }
 
 void mg_config_free(mg_config_t *conf)

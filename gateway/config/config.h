@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include "routes/routes.h"
 
@@ -213,9 +214,12 @@ int mg_config_limit_memory(uint64_t bytes);
 int mg_config_open_access_log(mg_config_t *conf, mg_errors_t *errs);
 /* Parses a listen address ("127.0.0.1:8080", "[::1]:80", ":8080" = all IPv4). 0 or -1. */
 int mg_config_parse_address(const char *s, struct sockaddr_storage *ss, socklen_t *len);
-/* A one-line summary for `--check`: "FILE: ok (N listeners, N backends, N routes, N workers)"
- * (singular for 1: "1 listener"). */
+/* A one-line summary for `--check`: "FILE: ok (N listeners, N backends, N routes, N workers,
+ * N tenants)" (singular for 1: "1 listener"; tenants: those listed under tenants.quotas). */
 void mg_config_summary(const mg_config_t *conf, char *buf, size_t size);
+/* `--check --print` (print.c): the configuration as understood, every default filled in, as YAML
+ * (durations in ms, sizes in bytes; the admin token left out, a bridge summed up in a comment). */
+void mg_config_print(const mg_config_t *conf, FILE *out);
 /* The open files limit the gateway runs with: the hard RLIMIT_NOFILE (at most fs.nr_open), which
  * it raises its soft limit to at start; the current limits in *soft and *hard (UINT64_MAX:
  * unlimited). */
