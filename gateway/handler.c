@@ -13,6 +13,7 @@
 #include "gateway/headers.h"
 #include "gateway/limits.h"
 #include "gateway/process.h"
+#include "gateway/trace.h"
 #include "gateway/backend/backend.h"
 #include "gateway/connections/connections.h"
 #include "gateway/websocket/websocket.h"
@@ -81,6 +82,69 @@ static mg_str_t request_id_of(mg_worker_t *w, h2o_req_t *req)
     return mg_str(buf, 32);
 }
 
+/* The request's trace context (trace.h): the client's trace continued with a span of the
+ * gateway's, or a new one. Two traceparent fields are invalid (W3C Trace Context 3.2). */
+static void trace_of(mg_worker_t *w, mg_request_t *r)
+{
+    h2o_req_t *req = r->req;
+    ssize_t i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("traceparent"), -1);
+    char *trace_id = h2o_mem_alloc_pool(&req->pool, MG_TRACE_ID_LEN), flags[2] = {'0', '0'};
+    r->kept_state =
+        i >= 0 && h2o_find_header_by_str(&req->headers, H2O_STRLIT("traceparent"), i) < 0 &&
+        mg_traceparent_parse(mg_str(req->headers.entries[i].value.base, req->headers.entries[i].value.len), trace_id, flags);
+    if (!r->kept_state)
+        mg_trace_id_new(trace_id, mg_splitmix64(&w->rng[0]), mg_splitmix64(&w->rng[1]));
+    char *parent = h2o_mem_alloc_pool(&req->pool, MG_TRACEPARENT_LEN + 1);
+    mg_traceparent_format(parent, trace_id, mg_splitmix64(&w->rng[0]), flags);
+    r->trace_id = mg_str(trace_id, MG_TRACE_ID_LEN);
+    r->traceparent = mg_str(parent, MG_TRACEPARENT_LEN);
+}
+
+/* What the backend gets of the trace context: the gateway's traceparent in place of the client's,
+ * and the client's tracestate only when its traceparent was valid. */
+static void set_trace_headers(mg_request_t *r)
+{
+    h2o_headers_t *headers = &r->req->headers;
+    size_t kept = 0;
+    for (size_t i = 0; i < headers->size; i++) {
+        h2o_iovec_t *name = headers->entries[i].name;
+        if (!h2o_memis(name->base, name->len, H2O_STRLIT("traceparent")) &&
+            (r->kept_state || !h2o_memis(name->base, name->len, H2O_STRLIT("tracestate"))))
+            headers->entries[kept++] = headers->entries[i];
+    }
+    headers->size = kept;
+    h2o_add_header_by_str(&r->req->pool, headers, H2O_STRLIT("traceparent"), 0, NULL, r->traceparent.base, r->traceparent.len);
+}
+
+/* A copy of the first header `name` in the request's pool; base NULL when absent. */
+static mg_str_t header_copy(h2o_req_t *req, const char *name, size_t len)
+{
+    ssize_t i = h2o_find_header_by_str(&req->headers, name, len, -1);
+    if (i < 0)
+        return mg_str(NULL, 0);
+    h2o_iovec_t v = h2o_strdup(&req->pool, req->headers.entries[i].value.base, req->headers.entries[i].value.len);
+    return mg_str(v.base, v.len);
+}
+
+/* What the access log's combined format and fields need of the request, when configured. */
+static void log_capture(mg_request_t *r)
+{
+    const mg_config_t *conf = r->conf;
+    h2o_req_t *req = r->req;
+    if (conf->access_log_combined) {
+        r->protocol = req->version >= 0x200   ? mg_str("HTTP/2", 6)
+                      : req->version == 0x100 ? mg_str("HTTP/1.0", 8)
+                                              : mg_str("HTTP/1.1", 8);
+        r->referer = header_copy(req, H2O_STRLIT("referer"));
+        r->user_agent = header_copy(req, H2O_STRLIT("user-agent"));
+    }
+    if (conf->num_access_log_fields == 0)
+        return;
+    r->log_fields = h2o_mem_alloc_pool(&req->pool, sizeof(*r->log_fields) * conf->num_access_log_fields);
+    for (size_t i = 0; i < conf->num_access_log_fields; i++)
+        r->log_fields[i] = header_copy(req, conf->access_log_fields[i], strlen(conf->access_log_fields[i]));
+}
+
 static size_t header_bytes(h2o_req_t *req)
 {
     size_t total = 0;
@@ -145,6 +209,8 @@ static mg_request_t *request_new(mg_worker_t *w, h2o_req_t *req)
     r->path = mg_str(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len);
     r->peer = peer_of(req);
     r->request_id = request_id_of(w, req);
+    trace_of(w, r);
+    log_capture(r);
     mg_stat_inc(&w->stats.requests);
     mg_stat_inc(&w->stats.in_flight);
     return r;
@@ -179,6 +245,7 @@ static void run_terminal(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_re
     r->send_host = res->host;
     if (res->headers_changed)
         replace_request_headers(r->req, ctx);
+    set_trace_headers(r);
     if (r->route->kind == MG_ROUTE_BRIDGE) {
         if (ctx->websocket)
             mg_ws_bridge_start(r, ctx);
@@ -284,7 +351,9 @@ static void on_early_response(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t 
         mg_access_entry_t e = {.peer = peer_of(req),
                                .method = mg_str(req->method.base, req->method.len),
                                .path = mg_str(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len),
-                               .status = req->res.status};
+                               .status = req->res.status,
+                               .combined = w->conf->access_log_combined,
+                               .protocol = mg_str("HTTP/1.1", 8)};
         gettimeofday(&e.when, NULL);
         mg_access_write(fd, &e);
     }

@@ -202,6 +202,15 @@ typedef struct mg_request {
     struct mg_ws_tunnel *tunnel; /* non-NULL while a WebSocket upgrade waits for its backend */
     mg_decision_t limit;         /* the quota decision shown in RateLimit-* (has_limit) */
     int has_limit;
+    /* W3C trace context (trace.h): the trace id for the access log, and the traceparent the
+     * backend gets (the client's trace with the gateway's span, or a new trace); kept_state: the
+     * client's traceparent was valid, so its tracestate goes on too */
+    mg_str_t trace_id, traceparent;
+    int kept_state;
+    /* what access_log.format: combined and access_log.fields log, copied when the request starts
+     * (the client's buffers may be gone by the time the line is written); empty otherwise */
+    mg_str_t protocol, referer, user_agent;
+    mg_str_t *log_fields; /* conf->num_access_log_fields values, base NULL when absent */
 } mg_request_t;
 
 /* CLOCK_MONOTONIC in microseconds (mg_request_t.started_at). */

@@ -59,6 +59,15 @@ void mg_request_log(mg_request_t *r)
     if (r->server != NULL)
         e.server = mg_str(r->server, strlen(r->server));
     e.request_id = r->request_id;
+    e.trace_id = r->trace_id;
+    e.combined = r->conf->access_log_combined;
+    e.query = r->query;
+    e.protocol = r->protocol;
+    e.referer = r->referer;
+    e.user_agent = r->user_agent;
+    e.field_names = r->conf->access_log_fields;
+    e.field_values = r->log_fields;
+    e.num_fields = r->log_fields != NULL ? r->conf->num_access_log_fields : 0;
     e.tenant = r->tenant;
     e.duration_ms = (double)(mg_monotonic_us() - r->started_at) / 1000.0;
     mg_access_write(r->conf->access_log_fd, &e);

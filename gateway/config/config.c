@@ -94,11 +94,62 @@ static unsigned default_workers(void)
     return n < 1 ? 1 : n > MG_MAX_WORKERS ? MG_MAX_WORKERS : (unsigned)n;
 }
 
+/* access_log.fields: header names, at most MG_ACCESS_LOG_MAX_FIELDS, stored lower case. */
+static void parse_access_log_fields(mg_config_loader_t *cl, const mg_node_t *seq)
+{
+    mg_config_t *conf = cl->conf;
+    if (mg_node_expect(seq, MG_NODE_SEQUENCE, cl->errs) != 0)
+        return;
+    if (seq->u.sequence.size > MG_ACCESS_LOG_MAX_FIELDS) {
+        mg_errors_add(cl->errs, seq, "at most %d fields", MG_ACCESS_LOG_MAX_FIELDS);
+        return;
+    }
+    conf->access_log_fields = calloc(seq->u.sequence.size + 1, sizeof(*conf->access_log_fields));
+    for (size_t i = 0; conf->access_log_fields != NULL && i < seq->u.sequence.size; i++) {
+        const char *name;
+        const mg_node_t *item = seq->u.sequence.items[i];
+        if (mg_node_to_str(item, &name, cl->errs) != 0)
+            continue;
+        if (!mg_is_token(name, strlen(name)) || strlen(name) > 64) {
+            mg_errors_add(cl->errs, item, "invalid header name '%s' (a token of at most 64 characters)", name);
+            continue;
+        }
+        char *copy = mg__config_copy_str(cl, item, name);
+        for (char *p = copy; p != NULL && *p != '\0'; p++)
+            *p = (char)(*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
+        conf->access_log_fields[conf->num_access_log_fields++] = copy;
+    }
+}
+
+/* access_log: "PATH" | "-" | {path, format: json | combined, fields: [Header, ...]}. */
+static void parse_access_log_map(mg_config_loader_t *cl, const mg_node_t *map, const mg_node_t **path)
+{
+    static const char *const keys[] = {"path", "format", "fields", NULL};
+    static const char *const formats[] = {"json", "combined", NULL};
+    const mg_node_t *format = mg_node_get(map, "format"), *fields = mg_node_get(map, "fields");
+    const char *s, *guess;
+
+    mg_node_check_keys(map, keys, cl->errs);
+    *path = mg_node_require(map, "path", cl->errs);
+    if (fields != NULL)
+        parse_access_log_fields(cl, fields);
+    if (format == NULL || mg_node_to_str(format, &s, cl->errs) != 0)
+        return;
+    if (strcmp(s, "json") == 0 || strcmp(s, "combined") == 0)
+        cl->conf->access_log_combined = strcmp(s, "combined") == 0;
+    else if ((guess = mg_closest_word(s, formats)) != NULL)
+        mg_errors_add(cl->errs, format, "unknown format '%s' (did you mean '%s'?)", s, guess);
+    else
+        mg_errors_add(cl->errs, format, "unknown format '%s' (expected json or combined)", s);
+}
+
 static void parse_access_log(mg_config_loader_t *cl, const mg_node_t *root)
 {
     const mg_node_t *node = mg_node_get(root, "access_log");
     const char *s;
 
+    if (node != NULL && node->kind == MG_NODE_MAPPING)
+        parse_access_log_map(cl, node, &node);
     if (node == NULL || mg_node_to_str(node, &s, cl->errs) != 0)
         return;
     if (s[0] == '\0') {
@@ -380,6 +431,9 @@ void mg_config_free(mg_config_t *conf)
     if (conf->access_log_fd >= 0 && conf->access_log_fd != STDOUT_FILENO)
         close(conf->access_log_fd);
     free(conf->access_log);
+    for (size_t i = 0; i < conf->num_access_log_fields; i++)
+        free(conf->access_log_fields[i]);
+    free(conf->access_log_fields);
     free(conf->file);
     free(conf);
 }

@@ -149,14 +149,20 @@ typedef struct mg_route_hits {
  * workers, the admin thread and the requests in flight, and freed when the last reference is
  * released (mg_config_release), so that a reload never pulls it from under a request.
  */
+/* access_log.fields: at most this many request headers are logged. */
+#define MG_ACCESS_LOG_MAX_FIELDS 16
+
 typedef struct mg_config {
     char *file;
     mg_listen_conf_t *listeners;
     size_t num_listeners;
     unsigned workers; /* default: number of CPUs */
     uint64_t shutdown_timeout_ms;
-    char *access_log;  /* NULL: none; "-": stdout; else a path opened for append */
-    int access_log_fd; /* -1 until mg_config_open_access_log (loading opens nothing) */
+    char *access_log;         /* NULL: none; "-": stdout; else a path opened for append */
+    int access_log_fd;        /* -1 until mg_config_open_access_log (loading opens nothing) */
+    int access_log_combined;  /* access_log.format: combined (Apache's); else json */
+    char **access_log_fields; /* access_log.fields: request headers logged too, lower case */
+    size_t num_access_log_fields;
     mg_limits_conf_t limits;
     mg_websocket_conf_t websocket;
     mg_backend_conf_t *backends;

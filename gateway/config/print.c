@@ -66,9 +66,12 @@ static void put_globals(FILE *out, const mg_config_t *conf)
     put_u64(out, "", "workers", conf->workers);
     put_ms(out, "", "shutdown_timeout", conf->shutdown_timeout_ms);
     if (conf->access_log != NULL) {
-        fputs("access_log: ", out);
+        fputs("access_log:\n  path: ", out);
         put_cstr(out, conf->access_log);
-        fputc('\n', out);
+        fprintf(out, "\n  format: %s\n  fields: [", conf->access_log_combined ? "combined" : "json");
+        for (size_t i = 0; i < conf->num_access_log_fields; i++)
+            fprintf(out, "%s%s", i != 0 ? ", " : "", conf->access_log_fields[i]);
+        fputs("]\n", out);
     }
     fputs("limits:\n", out);
     put_u64(out, "  ", "max_request_body", l->max_request_body);
