@@ -50,6 +50,8 @@ void mg_request_log(mg_request_t *r)
         return;
     r->logged = 1;
     mg_stat_response(&r->worker->stats, r->status);
+    if (r->route != NULL) /* matchgate_route_* (GET /metrics) */
+        mg_config_route_response(r->conf, r->route, r->worker->id, r->status, mg_monotonic_us() - r->started_at);
     if (r->conf->access_log_fd < 0)
         return;
     mg_access_entry_t e = {.peer = r->peer, .method = r->method, .path = r->path, .status = r->status, .bytes = r->bytes_sent};

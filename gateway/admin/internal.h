@@ -32,6 +32,8 @@ void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_tenants(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 /* GET /routes (routes.c): the route tree with hit counts. */
 void mg_admin_routes(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+/* The per-route series of GET /metrics (route_metrics.c). */
+void mg_admin_route_metrics(FILE *out, const mg_config_t *conf);
 /* GET /backends (backends.c): the backends in use, their servers and scheduler figures. */
 void mg_admin_backends(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 /* GET / (dashboard.c): the dashboard page, served without the token (it holds no data). */

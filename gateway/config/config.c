@@ -335,6 +335,38 @@ static void route_hits_init(mg_config_t *conf)
         h->counts = aligned_alloc(64, h->shards * h->stride * sizeof(*h->counts));
     for (size_t i = 0; h->counts != NULL && i < h->shards * h->stride; i++)
         atomic_init(&h->counts[i], 0);
+    size_t n = (routes < MG_ROUTE_METRICS_MAX ? routes : MG_ROUTE_METRICS_MAX) * MG_ROUTE_STAT_FIELDS * h->shards;
+    if (n != 0 && (h->stats = aligned_alloc(64, (n * sizeof(*h->stats) + 63) / 64 * 64)) != NULL)
+        h->stats_routes = routes < MG_ROUTE_METRICS_MAX ? routes : MG_ROUTE_METRICS_MAX;
+    for (size_t i = 0; h->stats != NULL && i < n; i++)
+        atomic_init(&h->stats[i], 0);
+}
+
+void mg_config_route_response(mg_config_t *conf, const mg_route_t *route, unsigned worker, int status, uint64_t duration_us)
+{
+    static const uint64_t bounds_ms[MG_ROUTE_DURATION_BUCKETS] = MG_ROUTE_DURATION_BOUNDS_MS;
+    mg_route_hits_t *h = &conf->route_hits;
+    if (h->stats == NULL || route->id >= h->stats_routes)
+        return;
+    atomic_uint_fast64_t *f = &h->stats[((worker % h->shards) * h->stats_routes + route->id) * MG_ROUTE_STAT_FIELDS];
+    int class = status / 100;
+    atomic_fetch_add_explicit(&f[class >= 1 && class <= 5 ? class - 1 : 5], 1, memory_order_relaxed);
+    size_t b = 0;
+    while (b < MG_ROUTE_DURATION_BUCKETS && duration_us > bounds_ms[b] * 1000)
+        b++;
+    if (b < MG_ROUTE_DURATION_BUCKETS) /* beyond the last bound: +Inf, which is the count */
+        atomic_fetch_add_explicit(&f[MG_ROUTE_STAT_CLASSES + b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&f[MG_ROUTE_STAT_SUM], duration_us, memory_order_relaxed);
+}
+
+uint64_t mg_config_route_stat(const mg_config_t *conf, const mg_route_t *route, unsigned field)
+{
+    const mg_route_hits_t *h = &conf->route_hits;
+    uint64_t total = 0;
+    for (unsigned s = 0; h->stats != NULL && route->id < h->stats_routes && s < h->shards; s++)
+        total +=
+            atomic_load_explicit(&h->stats[(s * h->stats_routes + route->id) * MG_ROUTE_STAT_FIELDS + field], memory_order_relaxed);
+    return total;
 }
 
 uint64_t mg_config_route_hits(const mg_config_t *conf, const mg_route_t *route)
@@ -428,6 +460,7 @@ void mg_config_free(mg_config_t *conf)
         mg_routes_free(conf->routes);
     mg__config_admin_free(&conf->admin);
     free(conf->route_hits.counts);
+    free(conf->route_hits.stats);
     if (conf->access_log_fd >= 0 && conf->access_log_fd != STDOUT_FILENO)
         close(conf->access_log_fd);
     free(conf->access_log);

@@ -137,10 +137,26 @@ typedef struct mg_reload_conf {
  * cache lines of their own, so workers do not contend for one line per popular route. */
 #define MG_ROUTE_HIT_SHARDS 8
 
+/* Per-route metrics (GET /metrics) are kept for the first MG_ROUTE_METRICS_MAX routes of the
+ * tree (depth first, in file order): the bound on the route label's cardinality. Per route and
+ * shard: responses by status class (1xx..5xx, other), then the duration histogram's buckets, then
+ * the durations' sum in microseconds. */
+#define MG_ROUTE_METRICS_MAX 1000
+#define MG_ROUTE_DURATION_BUCKETS 11
+#define MG_ROUTE_DURATION_BOUNDS_MS                                                                                                \
+    {                                                                                                                              \
+        5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000                                                                      \
+    }
+#define MG_ROUTE_STAT_CLASSES 6
+#define MG_ROUTE_STAT_SUM (MG_ROUTE_STAT_CLASSES + MG_ROUTE_DURATION_BUCKETS)
+#define MG_ROUTE_STAT_FIELDS (MG_ROUTE_STAT_SUM + 1)
+
 typedef struct mg_route_hits {
     atomic_uint_fast64_t *counts; /* shards x stride; NULL when out of memory (nothing counted) */
     size_t stride;                /* routes, rounded up to a cache line of counters */
     unsigned shards;
+    atomic_uint_fast64_t *stats; /* shards x stats_routes x MG_ROUTE_STAT_FIELDS; NULL: none kept */
+    size_t stats_routes;         /* min(routes, MG_ROUTE_METRICS_MAX) */
 } mg_route_hits_t;
 
 /*
@@ -247,6 +263,12 @@ static inline void mg_config_route_hit(mg_config_t *conf, const mg_route_t *rout
 }
 /* The requests `route` itself was chosen for (a branch is never chosen: it has 0). */
 uint64_t mg_config_route_hits(const mg_config_t *conf, const mg_route_t *route);
+/* Counts the response of a request routed to `route` by worker `worker`: its status and how long
+ * it took. Routes past MG_ROUTE_METRICS_MAX are not counted. Any thread. */
+void mg_config_route_response(mg_config_t *conf, const mg_route_t *route, unsigned worker, int status, uint64_t duration_us);
+/* One figure of `route` summed over the shards (field: 0..MG_ROUTE_STAT_FIELDS-1); 0 for a route
+ * without metrics. */
+uint64_t mg_config_route_stat(const mg_config_t *conf, const mg_route_t *route, unsigned field);
 
 /* Frees the configuration whatever its references (--check, tests, a load that is dropped). */
 void mg_config_free(mg_config_t *conf);

@@ -74,3 +74,50 @@ def test_a_reload_shows_the_new_tree_counted_from_zero(start_gateway, backend):
     assert [(r["name"], r["hits"]) for r in tree["routes"]] == [("only", 0)]
     assert request(gw.port, "GET", "/old")[0] == 200
     assert routes_of(gw, None)["routes"][0]["hits"] == 1
+
+
+def test_per_route_metrics(start_gateway, backend):
+    config = gateway_config(free_port(), backends={"b": [backend.url]}, routes=ROUTES,
+                            admin={"address": f"127.0.0.1:{free_port()}"})
+    gw = start_gateway(config)
+    for _ in range(3):
+        assert request(gw.port, "GET", "/api/x", {"X-V": "2"})[0] == 200
+    assert request(gw.port, "GET", "/api/status/503")[0] == 503
+    assert request(gw.port, "GET", "/old")[0] == 301
+    backend_slow = request(gw.port, "GET", "/api/slow?ms=300")
+    assert backend_slow[0] == 200
+
+    m = gw.metrics()
+    assert m['matchgate_route_requests_total{route="v2"}'] == 3
+    assert m['matchgate_route_requests_total{route="v1"}'] == 2
+    assert m['matchgate_route_requests_total{route="old"}'] == 1
+    assert m['matchgate_route_requests_total{route="fallback"}'] == 0
+    assert not any('route="api"' in k for k in m), "a branch has no series of its own"
+    assert m['matchgate_route_responses_total{route="v2",class="2xx"}'] == 3
+    assert m['matchgate_route_responses_total{route="v1",class="5xx"}'] == 1
+    assert m['matchgate_route_responses_total{route="v1",class="2xx"}'] == 1
+    assert m['matchgate_route_responses_total{route="old",class="3xx"}'] == 1
+    assert m['matchgate_route_duration_seconds_count{route="v1"}'] == 2
+    assert m['matchgate_route_duration_seconds_bucket{route="v1",le="+Inf"}'] == 2
+    assert m['matchgate_route_duration_seconds_bucket{route="v1",le="0.25"}'] == 1, "the 300 ms request is above 0.25 s"
+    assert m['matchgate_route_duration_seconds_bucket{route="v1",le="0.5"}'] == 2
+    assert m['matchgate_route_duration_seconds_sum{route="v1"}'] >= 0.3
+    buckets = [v for k, v in m.items() if k.startswith('matchgate_route_duration_seconds_bucket{route="v2"')]
+    assert buckets == sorted(buckets) and len(buckets) == 12
+
+
+def test_route_label_cardinality_is_bounded(start_gateway, backend):
+    routes = [{"name": f"r{i}", "match": {"path": f"/r{i}"}, "respond": {"status": 204}} for i in range(1005)]
+    config = gateway_config(free_port(), routes=routes, admin={"address": f"127.0.0.1:{free_port()}"})
+    gw = start_gateway(config)
+    assert request(gw.port, "GET", "/r999")[0] == 204
+    assert request(gw.port, "GET", "/r1004")[0] == 204
+
+    m = gw.metrics()
+    labelled = [k for k in m if k.startswith("matchgate_route_requests_total{")]
+    assert len(labelled) == 1000
+    assert m['matchgate_route_requests_total{route="r999"}'] == 1
+    assert 'matchgate_route_requests_total{route="r1000"}' not in m
+    # /routes still counts every route
+    tree = routes_of(gw, None)
+    assert [r["hits"] for r in tree["routes"] if r["name"] in ("r999", "r1004")] == [1, 1]
