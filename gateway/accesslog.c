@@ -66,8 +66,87 @@ static void put_fmt(out_t *o, const char *fmt, ...)
         o->p += (size_t)n < (size_t)(o->end - o->p) ? (size_t)n : (size_t)(o->end - o->p);
 }
 
+static void put_fields_json(out_t *o, const mg_access_entry_t *e)
+{
+    if (e->num_fields == 0)
+        return;
+    put_raw(o, ",\"fields\":{", 11);
+    for (size_t i = 0; i < e->num_fields; i++) {
+        put_raw(o, i == 0 ? "\"" : ",\"", i == 0 ? 1 : 2);
+        put_raw(o, e->field_names[i], strlen(e->field_names[i]));
+        put_raw(o, "\":", 2);
+        if (e->field_values[i].base == NULL)
+            put_raw(o, "null", 4);
+        else
+            put_json_str(o, e->field_values[i], 256);
+    }
+    put_raw(o, "}", 1);
+}
+
+/* A value of the combined format: quoted, `"` and `\` and control bytes escaped as Apache does
+ * (\" \\ \xhh); "-" when absent or empty. */
+static void put_combined_str(out_t *o, mg_str_t s, size_t max, int quoted)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (quoted)
+        put_raw(o, "\"", 1);
+    if (s.base == NULL || s.len == 0)
+        put_raw(o, "-", 1);
+    for (size_t i = 0; s.base != NULL && i < s.len && i < max; i++) {
+        unsigned char c = (unsigned char)s.base[i];
+        if (c == '"' || c == '\\') {
+            char esc[2] = {'\\', (char)c};
+            put_raw(o, esc, 2);
+        } else if (c < 0x20 || c >= 0x7f) {
+            char esc[4] = {'\\', 'x', hex[c >> 4], hex[c & 15]};
+            put_raw(o, esc, 4);
+        } else {
+            put_raw(o, (const char *)&c, 1);
+        }
+    }
+    if (quoted)
+        put_raw(o, "\"", 1);
+}
+
+/* peer - - [10/Oct/2000:13:55:36 +0000] "GET /a?b HTTP/1.1" 200 2326 "referer" "agent" ["field"...] */
+static size_t format_combined(const mg_access_entry_t *e, char *buf, size_t size)
+{
+    out_t o = {buf, buf + size};
+    struct tm tm;
+    char when[40];
+    gmtime_r(&e->when.tv_sec, &tm);
+    strftime(when, sizeof(when), "%d/%b/%Y:%H:%M:%S +0000", &tm);
+    put_combined_str(&o, e->peer, 64, 0);
+    put_fmt(&o, " - - [%s] \"", when);
+    put_combined_str(&o, e->method, 32, 0);
+    put_raw(&o, " ", 1);
+    put_combined_str(&o, e->path, 1024, 0);
+    if (e->query.len != 0) {
+        put_raw(&o, "?", 1);
+        put_combined_str(&o, e->query, 1024, 0);
+    }
+    put_raw(&o, " ", 1);
+    put_combined_str(&o, e->protocol, 16, 0);
+    put_fmt(&o, "\" %d ", e->status);
+    if (e->bytes != 0)
+        put_fmt(&o, "%llu ", (unsigned long long)e->bytes);
+    else
+        put_raw(&o, "- ", 2);
+    put_combined_str(&o, e->referer, 512, 1);
+    put_raw(&o, " ", 1);
+    put_combined_str(&o, e->user_agent, 512, 1);
+    for (size_t i = 0; i < e->num_fields; i++) {
+        put_raw(&o, " ", 1);
+        put_combined_str(&o, e->field_values[i], 256, 1);
+    }
+    put_raw(&o, "\n", 1);
+    return (size_t)(o.p - buf);
+}
+
 size_t mg_access_format(const mg_access_entry_t *e, char *buf, size_t size)
 {
+    if (e->combined)
+        return format_combined(e, buf, size);
     out_t o = {buf, buf + size};
     struct tm tm;
     gmtime_r(&e->when.tv_sec, &tm);
@@ -83,6 +162,9 @@ size_t mg_access_format(const mg_access_entry_t *e, char *buf, size_t size)
     put_field(&o, "tenant", e->tenant, 128);
     put_field(&o, "server", e->server, 256);
     put_field(&o, "request_id", e->request_id, 128);
+    if (e->trace_id.len != 0)
+        put_field(&o, "trace_id", e->trace_id, 32);
+    put_fields_json(&o, e);
     put_raw(&o, "}\n", 2);
     return (size_t)(o.p - buf);
 }

@@ -10,15 +10,25 @@
 
 typedef struct mg_access_entry {
     struct timeval when;
-    mg_str_t peer, method, path, route, tenant, server, request_id;
+    mg_str_t peer, method, path, route, tenant, server, request_id, trace_id;
     int status;
     uint64_t bytes;
     double duration_ms;
+    /* access_log.format: combined (Apache's: peer, time, request line, status, bytes, Referer,
+     * User-Agent), else JSON */
+    int combined;
+    mg_str_t query, protocol, referer, user_agent;
+    /* access_log.fields: the request headers logged too (values: base NULL when absent) */
+    char *const *field_names;
+    const mg_str_t *field_values;
+    size_t num_fields;
 } mg_access_entry_t;
 
-/* Long enough for any entry: fields are capped (path at 1 KiB) and escaping grows them at most 6x. */
-#define MG_ACCESS_LINE_MAX 12288
-/* Formats `e` as one JSON line into buf (MG_ACCESS_LINE_MAX bytes); returns the length. */
+/* Long enough for any entry: fields are capped (path at 1 KiB, each of the 16 fields at 256 bytes)
+ * and escaping grows them at most 6x. */
+#define MG_ACCESS_LINE_MAX 40960
+/* Formats `e` as one line (JSON, or Apache's combined format) into buf (MG_ACCESS_LINE_MAX bytes);
+ * returns the length. */
 size_t mg_access_format(const mg_access_entry_t *e, char *buf, size_t size);
 void mg_access_write(int fd, const mg_access_entry_t *e);
 

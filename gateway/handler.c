@@ -13,6 +13,7 @@
 #include "gateway/headers.h"
 #include "gateway/limits.h"
 #include "gateway/process.h"
+#include "gateway/trace.h"
 #include "gateway/backend/backend.h"
 #include "gateway/connections/connections.h"
 #include "gateway/websocket/websocket.h"
@@ -59,27 +60,12 @@ static mg_str_t peer_of(h2o_req_t *req)
     return mg_str(buf, strlen(buf));
 }
 
-/* Host for matching: lower case, without port ("[::1]:80" keeps its brackets); empty when the
- * client sent none (h2o then fills in the name of its host configuration). */
-static mg_str_t host_of(h2o_req_t *req)
+/* The authority the client sent; empty when it sent none (h2o then fills in the name of its host
+ * configuration). */
+static mg_str_t authority_of(h2o_req_t *req)
 {
     h2o_iovec_t a = req->authority;
-    if (a.base == req->hostconf->authority.hostport.base)
-        return mg_str("", 0);
-    size_t len = a.len;
-    for (size_t i = a.len; i-- > 0;) {
-        if (a.base[i] == ':') {
-            len = i;
-            break;
-        }
-        if (a.base[i] < '0' || a.base[i] > '9')
-            break;
-    }
-    char *buf = h2o_mem_alloc_pool(&req->pool, len + 1);
-    for (size_t i = 0; i < len; i++)
-        buf[i] = (char)(a.base[i] >= 'A' && a.base[i] <= 'Z' ? a.base[i] + 32 : a.base[i]);
-    buf[len] = '\0';
-    return mg_str(buf, len);
+    return a.base == req->hostconf->authority.hostport.base ? mg_str("", 0) : mg_str(a.base, a.len);
 }
 
 static mg_str_t request_id_of(mg_worker_t *w, h2o_req_t *req)
@@ -95,6 +81,69 @@ static mg_str_t request_id_of(mg_worker_t *w, h2o_req_t *req)
     snprintf(buf, 33, "%016llx%016llx", (unsigned long long)mg_splitmix64(&w->rng[0]),
              (unsigned long long)mg_splitmix64(&w->rng[1]));
     return mg_str(buf, 32);
+}
+
+/* The request's trace context (trace.h): the client's trace continued with a span of the
+ * gateway's, or a new one. Two traceparent fields are invalid (W3C Trace Context 3.2). */
+static void trace_of(mg_worker_t *w, mg_request_t *r)
+{
+    h2o_req_t *req = r->req;
+    ssize_t i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("traceparent"), -1);
+    char *trace_id = h2o_mem_alloc_pool(&req->pool, MG_TRACE_ID_LEN), flags[2] = {'0', '0'};
+    r->kept_state =
+        i >= 0 && h2o_find_header_by_str(&req->headers, H2O_STRLIT("traceparent"), i) < 0 &&
+        mg_traceparent_parse(mg_str(req->headers.entries[i].value.base, req->headers.entries[i].value.len), trace_id, flags);
+    if (!r->kept_state)
+        mg_trace_id_new(trace_id, mg_splitmix64(&w->rng[0]), mg_splitmix64(&w->rng[1]));
+    char *parent = h2o_mem_alloc_pool(&req->pool, MG_TRACEPARENT_LEN + 1);
+    mg_traceparent_format(parent, trace_id, mg_splitmix64(&w->rng[0]), flags);
+    r->trace_id = mg_str(trace_id, MG_TRACE_ID_LEN);
+    r->traceparent = mg_str(parent, MG_TRACEPARENT_LEN);
+}
+
+/* What the backend gets of the trace context: the gateway's traceparent in place of the client's,
+ * and the client's tracestate only when its traceparent was valid. */
+static void set_trace_headers(mg_request_t *r)
+{
+    h2o_headers_t *headers = &r->req->headers;
+    size_t kept = 0;
+    for (size_t i = 0; i < headers->size; i++) {
+        h2o_iovec_t *name = headers->entries[i].name;
+        if (!h2o_memis(name->base, name->len, H2O_STRLIT("traceparent")) &&
+            (r->kept_state || !h2o_memis(name->base, name->len, H2O_STRLIT("tracestate"))))
+            headers->entries[kept++] = headers->entries[i];
+    }
+    headers->size = kept;
+    h2o_add_header_by_str(&r->req->pool, headers, H2O_STRLIT("traceparent"), 0, NULL, r->traceparent.base, r->traceparent.len);
+}
+
+/* A copy of the first header `name` in the request's pool; base NULL when absent. */
+static mg_str_t header_copy(h2o_req_t *req, const char *name, size_t len)
+{
+    ssize_t i = h2o_find_header_by_str(&req->headers, name, len, -1);
+    if (i < 0)
+        return mg_str(NULL, 0);
+    h2o_iovec_t v = h2o_strdup(&req->pool, req->headers.entries[i].value.base, req->headers.entries[i].value.len);
+    return mg_str(v.base, v.len);
+}
+
+/* What the access log's combined format and fields need of the request, when configured. */
+static void log_capture(mg_request_t *r)
+{
+    const mg_config_t *conf = r->conf;
+    h2o_req_t *req = r->req;
+    if (conf->access_log_combined) {
+        r->protocol = req->version >= 0x200   ? mg_str("HTTP/2", 6)
+                      : req->version == 0x100 ? mg_str("HTTP/1.0", 8)
+                                              : mg_str("HTTP/1.1", 8);
+        r->referer = header_copy(req, H2O_STRLIT("referer"));
+        r->user_agent = header_copy(req, H2O_STRLIT("user-agent"));
+    }
+    if (conf->num_access_log_fields == 0)
+        return;
+    r->log_fields = h2o_mem_alloc_pool(&req->pool, sizeof(*r->log_fields) * conf->num_access_log_fields);
+    for (size_t i = 0; i < conf->num_access_log_fields; i++)
+        r->log_fields[i] = header_copy(req, conf->access_log_fields[i], strlen(conf->access_log_fields[i]));
 }
 
 static size_t header_bytes(h2o_req_t *req)
@@ -117,37 +166,34 @@ static void *pool_alloc(void *pool, size_t size)
     return h2o_mem_alloc_pool(pool, size);
 }
 
-/* Fills the routing context from the request; -1 when the path cannot be normalized,
- * MG_PATH_ESCAPED_SLASH when it holds '\', %2F or %5C and limits.escaped_slashes rejects them. */
-static int build_context(mg_request_t *r, mg_ctx_t *ctx)
+/* Fills the routing context from the request (mg_request_prepare, as the route tester does);
+ * -1 with *why when the gateway answers the request itself. */
+static int build_context(mg_request_t *r, mg_ctx_t *ctx, mg_refusal_t *why)
 {
     h2o_req_t *req = r->req;
-    size_t path_len = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
-    char *norm = h2o_mem_alloc_pool(&req->pool, path_len + 1);
-    int flags = r->conf->limits.keep_escaped_slashes ? 0 : MG_PATH_REJECT_ESCAPED_SLASHES;
-    long nlen = mg_path_normalize_ex(req->path.base, path_len, norm, flags);
-    if (nlen < 0)
-        return (int)nlen;
-    r->path = mg_str(norm, (size_t)nlen);
-    if (req->query_at != SIZE_MAX)
-        r->query = mg_str(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
-    r->host = host_of(req);
+    mg_alloc_t alloc = {pool_alloc, &req->pool};
     mg_header_t *headers = h2o_mem_alloc_pool(&req->pool, sizeof(*headers) * (req->headers.size + 1));
     for (size_t i = 0; i < req->headers.size; i++) {
         headers[i].name = mg_str(req->headers.entries[i].name->base, req->headers.entries[i].name->len);
         headers[i].value = mg_str(req->headers.entries[i].value.base, req->headers.entries[i].value.len);
     }
-    *ctx = (mg_ctx_t){.method = r->method,
-                      .scheme = mg_str(req->scheme->name.base, req->scheme->name.len),
-                      .host = r->host,
-                      .path = r->path,
-                      .query = r->query,
-                      .peer = r->peer,
-                      .headers = headers,
-                      .num_headers = req->headers.size,
-                      .websocket = is_websocket_upgrade(req),
-                      .alloc = {pool_alloc, &req->pool}};
-    return 0;
+    if (req->query_at != SIZE_MAX)
+        r->query = mg_str(req->path.base + req->query_at + 1, req->path.len - req->query_at - 1);
+    mg_request_head_t head = {.method = r->method,
+                              .scheme = mg_str(req->scheme->name.base, req->scheme->name.len),
+                              .authority = authority_of(req),
+                              .path = mg_str(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len),
+                              .query = r->query,
+                              .peer = r->peer,
+                              .headers = headers,
+                              .num_headers = req->headers.size,
+                              .websocket = is_websocket_upgrade(req),
+                              .host_required = req->version == 0x101};
+    int rc = mg_request_prepare(r->conf, &head, &alloc, ctx, why);
+    r->host = ctx->host; /* set once the path is normalized */
+    if (ctx->path.base != NULL)
+        r->path = ctx->path;
+    return rc;
 }
 
 static mg_request_t *request_new(mg_worker_t *w, h2o_req_t *req)
@@ -164,6 +210,8 @@ static mg_request_t *request_new(mg_worker_t *w, h2o_req_t *req)
     r->path = mg_str(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len);
     r->peer = peer_of(req);
     r->request_id = request_id_of(w, req);
+    trace_of(w, r);
+    log_capture(r);
     mg_stat_inc(&w->stats.requests);
     mg_stat_inc(&w->stats.in_flight);
     return r;
@@ -198,6 +246,7 @@ static void run_terminal(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_re
     r->send_host = res->host;
     if (res->headers_changed)
         replace_request_headers(r->req, ctx);
+    set_trace_headers(r);
     if (r->route->kind == MG_ROUTE_BRIDGE) {
         if (ctx->websocket)
             mg_ws_bridge_start(r, ctx);
@@ -233,24 +282,17 @@ static int admit(mg_request_t *r, mg_ctx_t *ctx)
 {
     h2o_req_t *req = r->req;
     const mg_config_t *conf = r->conf;
-    int identified, err;
+    mg_refusal_t why;
 
     if (req->entity.len > conf->limits.max_request_body) {
         mg_request_send_error(r, 413, "body-too-large", "request body exceeds limits.max_request_body");
     } else if (header_bytes(req) > conf->limits.max_header_size) {
         mg_request_send_error(r, 431, "headers-too-large", "request headers exceed limits.max_header_size");
-    } else if ((err = build_context(r, ctx)) != 0) {
-        mg_request_send_error(r, 400, "bad-request",
-                              err == MG_PATH_ESCAPED_SLASH ? "the request path has an escaped '/' or '\\' (limits.escaped_slashes)"
-                                                           : "invalid request path");
-    } else if (r->host.len == 0 && req->version == 0x101) {
-        mg_request_send_error(r, 400, "bad-request", "HTTP/1.1 request without Host");
-    } else if ((identified = mg_tenants_identify(&conf->tenants, ctx)) < 0 && ctx->error.reason != NULL) {
-        refuse_undecided(r, ctx);
-    } else if (identified < 0) {
-        mg_request_send_error(r, 400, "bad-request", "invalid tenant name");
-    } else if (identified == 0 && conf->tenants.reject_unidentified) {
-        mg_request_send_error(r, 401, "unidentified", "the request names no tenant");
+    } else if (build_context(r, ctx, &why) != 0) {
+        if (why.undecided)
+            refuse_undecided(r, ctx);
+        else
+            mg_request_send_error(r, why.status, why.code, why.reason);
     } else {
         r->tenant = ctx->tenant;
         return 0;
@@ -271,7 +313,9 @@ static void on_routes_admitted(mg_request_t *r, mg_ctx_t *ctx)
 /* The tenant's quota admitted the request: the route, and its quotas. */
 static void on_tenant_admitted(mg_request_t *r, mg_ctx_t *ctx)
 {
-    if ((r->route = mg_routes_match(r->conf->routes, ctx)) == NULL && ctx->error.reason != NULL)
+    if ((r->route = mg_routes_match(r->conf->routes, ctx)) != NULL)
+        mg_config_route_hit(r->conf, r->route, r->worker->id); /* GET /routes */
+    if (r->route == NULL && ctx->error.reason != NULL)
         refuse_undecided(r, ctx);
     else if (r->route == NULL)
         mg_request_send_error(r, 404, "no-route", "no route matches the request");
@@ -319,7 +363,9 @@ static void on_early_response(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t 
         mg_access_entry_t e = {.peer = peer_of(req),
                                .method = mg_str(req->method.base, req->method.len),
                                .path = mg_str(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len),
-                               .status = req->res.status};
+                               .status = req->res.status,
+                               .combined = w->conf->access_log_combined,
+                               .protocol = mg_str("HTTP/1.1", 8)};
         gettimeofday(&e.when, NULL);
         mg_access_write(fd, &e);
     }

@@ -170,6 +170,8 @@ struct mg_gateway {
     pthread_mutex_t workers_lock;
     pthread_cond_t workers_cond;
     unsigned workers_ready, workers_done;
+    /* listed tenants' totals of the throttle keys evicted (tenant_totals.h) */
+    struct mg_tenant_totals *tenant_totals;
 };
 
 /* The worker owning an h2o context. */
@@ -212,6 +214,15 @@ typedef struct mg_request {
     mg_decision_t limit;         /* the quota decision shown in RateLimit-* (has_limit) */
     int has_limit;
     struct mg_limits_wait *quota_wait; /* made at its first quota decision through the store (limits.c) */
+    /* W3C trace context (trace.h): the trace id for the access log, and the traceparent the
+     * backend gets (the client's trace with the gateway's span, or a new trace); kept_state: the
+     * client's traceparent was valid, so its tracestate goes on too */
+    mg_str_t trace_id, traceparent;
+    int kept_state;
+    /* what access_log.format: combined and access_log.fields log, copied when the request starts
+     * (the client's buffers may be gone by the time the line is written); empty otherwise */
+    mg_str_t protocol, referer, user_agent;
+    mg_str_t *log_fields; /* conf->num_access_log_fields values, base NULL when absent */
 } mg_request_t;
 
 /* CLOCK_MONOTONIC in microseconds (mg_request_t.started_at). */

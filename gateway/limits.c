@@ -130,17 +130,6 @@ int mg_limits_admit_tenant(mg_worker_t *w, const mg_config_t *conf, mg_str_t ten
     return 0;
 }
 
-/* The quota key of one route: its template, else the tenant. Empty: not counted (nginx's rule
- * for limit_req keys); `key: all` or any literal makes one bucket for the whole route. */
-static int route_key(const mg_route_t *route, const mg_ctx_t *ctx, mg_str_t *key)
-{
-    if (route->quota.key == NULL) {
-        *key = ctx->tenant;
-        return 0;
-    }
-    return mg_template_expand(route->quota.key, ctx, key);
-}
-
 /* 1 if the configuration bounds the route's keys for this request (see quota_listed). */
 static int route_key_bounded(const mg_route_t *route, const mg_ctx_t *ctx, const mg_tenants_conf_t *tc)
 {
@@ -168,7 +157,7 @@ static int check_routes_from(mg_request_t *r, mg_ctx_t *ctx, mg_limits_next_t ne
             continue;
         /* a key that cannot be made is refused, not left uncounted: that would be a way around
          * the quota */
-        if ((err = route_key(route, ctx, &key)) != 0) {
+        if ((err = mg_route_quota_key(route, ctx, &key)) != 0) {
             mg_request_send_error(r, 400, "bad-request", mg_template_strerror(err));
             return -1;
         }

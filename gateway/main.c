@@ -8,13 +8,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/gateway.h"
+#include "gateway/route_tool.h"
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: matchgate -c FILE          run the gateway\n"
                  "       matchgate --check -c FILE  validate FILE and exit (0 valid, 1 invalid)\n"
+                 "       matchgate --check --print -c FILE\n"
+                 "                                  ... and print it as understood, defaults filled in\n"
                  "       matchgate --check --stdin [--memory-limit SIZE] -c FILE\n"
                  "                                  validate stdin as FILE (how a reload checks a file)\n"
+                 "       matchgate route -c FILE METHOD URL [-H 'Name: value']... [--peer ADDR] [--json]\n"
+                 "                                  show where a request would go, without sending it\n"
+                 "       matchgate route -c FILE --expect TESTS.yaml\n"
+                 "                                  check a file of requests and where they must go\n"
                  "       matchgate --version\n"
                  "       matchgate --help\n"
                  "\n"
@@ -73,16 +80,16 @@ static void keep_freed_memory(void)
 
 int main(int argc, char **argv)
 {
-    static const struct option options[] = {{"config", required_argument, NULL, 'c'},
-                                            {"check", no_argument, NULL, 't'},
-                                            {"version", no_argument, NULL, 'v'},
-                                            {"help", no_argument, NULL, 'h'},
-                                            {"stdin", no_argument, NULL, 's'},
-                                            {"memory-limit", required_argument, NULL, 'm'},
-                                            {NULL, 0, NULL, 0}};
+    static const struct option options[] = {
+        {"config", required_argument, NULL, 'c'}, {"check", no_argument, NULL, 't'},
+        {"version", no_argument, NULL, 'v'},      {"help", no_argument, NULL, 'h'},
+        {"stdin", no_argument, NULL, 's'},        {"memory-limit", required_argument, NULL, 'm'},
+        {"print", no_argument, NULL, 'p'},        {NULL, 0, NULL, 0}};
     const char *file = NULL;
     check_input_t in = {0, 0};
-    int check = 0, opt;
+    int check = 0, print = 0, opt;
+    if (argc > 1 && strcmp(argv[1], "route") == 0)
+        return mg_route_main(argc - 1, argv + 1);
     while ((opt = getopt_long(argc, argv, "c:th", options, NULL)) != -1) {
         switch (opt) {
         case 'c':
@@ -100,6 +107,9 @@ int main(int argc, char **argv)
         case 's':
             in.from_stdin = 1;
             break;
+        case 'p':
+            print = 1;
+            break;
         case 'm':
             if (mg_parse_size(optarg, strlen(optarg), &in.memory_limit) != 0) {
                 usage(stderr);
@@ -111,7 +121,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (file == NULL || optind != argc || (!check && (in.from_stdin || in.memory_limit != 0))) {
+    if (file == NULL || optind != argc || (!check && (in.from_stdin || in.memory_limit != 0 || print))) {
         usage(stderr);
         return 2;
     }
@@ -121,7 +131,10 @@ int main(int argc, char **argv)
     if (check) {
         char summary[512];
         mg_config_summary(conf, summary, sizeof(summary));
-        printf("%s\n", summary);
+        /* with --print, stdout is the configuration alone (YAML to read or check again) */
+        fprintf(print ? stderr : stdout, "%s\n", summary);
+        if (print)
+            mg_config_print(conf, stdout);
         mg_config_free(conf);
         return 0;
     }

@@ -50,6 +50,8 @@ void mg_request_log(mg_request_t *r)
         return;
     r->logged = 1;
     mg_stat_response(&r->worker->stats, r->status);
+    if (r->route != NULL) /* matchgate_route_* (GET /metrics) */
+        mg_config_route_response(r->conf, r->route, r->worker->id, r->status, mg_monotonic_us() - r->started_at);
     if (r->conf->access_log_fd < 0)
         return;
     mg_access_entry_t e = {.peer = r->peer, .method = r->method, .path = r->path, .status = r->status, .bytes = r->bytes_sent};
@@ -59,6 +61,15 @@ void mg_request_log(mg_request_t *r)
     if (r->server != NULL)
         e.server = mg_str(r->server, strlen(r->server));
     e.request_id = r->request_id;
+    e.trace_id = r->trace_id;
+    e.combined = r->conf->access_log_combined;
+    e.query = r->query;
+    e.protocol = r->protocol;
+    e.referer = r->referer;
+    e.user_agent = r->user_agent;
+    e.field_names = r->conf->access_log_fields;
+    e.field_values = r->log_fields;
+    e.num_fields = r->log_fields != NULL ? r->conf->num_access_log_fields : 0;
     e.tenant = r->tenant;
     e.duration_ms = (double)(mg_monotonic_us() - r->started_at) / 1000.0;
     mg_access_write(r->conf->access_log_fd, &e);

@@ -19,6 +19,7 @@
 #include "gateway/store.h"
 #include "gateway/dispatch.h"
 #include "gateway/process.h"
+#include "gateway/tenant_totals.h"
 #include "gateway/admin/admin.h"
 #include "gateway/backend/backend.h"
 #include "gateway/connections/connections.h"
@@ -37,7 +38,8 @@ static mg_gateway_t gateway;
 static void on_evict_timer(mg_timer_t *timer)
 {
     mg_worker_t *w = H2O_STRUCT_FROM_MEMBER(mg_worker_t, evict_timer, timer);
-    mg_throttle_evict(w->gw->throttle, mg_throttle_now());
+    /* the totals of listed tenants outlive their keys (GET /tenants) */
+    mg_tenant_totals_evict(w->gw->tenant_totals, w->gw->throttle, w->conf, mg_throttle_now());
     mg_timer_set(timer, EVICT_INTERVAL_MS);
 }
 
@@ -303,7 +305,8 @@ static int gateway_init(mg_gateway_t *gw, mg_config_t *conf)
     /* first: whatever opens descriptors from here on does so under the raised limit */
     if (mg_overload_init(gw) != 0)
         return -1;
-    if ((gw->throttle = mg_throttle_new()) == NULL || (gw->sessions = mg_ws_registry_new()) == NULL) {
+    if ((gw->throttle = mg_throttle_new()) == NULL || (gw->sessions = mg_ws_registry_new()) == NULL ||
+        (gw->tenant_totals = mg_tenant_totals_new()) == NULL) {
         fprintf(stderr, "matchgate: out of memory\n");
         return -1;
     }

@@ -111,6 +111,8 @@ int mg_matcher_match(const mg_matcher_t *m, mg_ctx_t *ctx)
     int matched = m->ops->match(m, ctx);
     if (matched != MG_MATCH_ERROR && !failed_before)
         ctx->error.reason = NULL;
+    if (ctx->trace != NULL) /* before the undo: a match shows what it bound */
+        ctx->trace->condition(ctx->trace->arg, m, matched, ctx);
     if (matched == 1)
         return 1;
     ctx->num_vars = mark;

@@ -223,7 +223,28 @@ typedef struct mg_match_error {
     const char *route;  /* the route whose condition it was (set by routes/), or NULL */
 } mg_match_error_t;
 
-typedef struct mg_ctx {
+typedef struct mg_matcher mg_matcher_t;
+typedef struct mg_ctx mg_ctx_t;
+
+/*
+ * An explain hook (the route tester, `matchgate route`): when mg_ctx_t.trace is set, evaluation
+ * reports what it tries, as it tries it, through the very code that routes requests. NULL (what
+ * the gateway sets) costs one test per condition.
+ *   condition: after each condition was evaluated (children of all/any/not first), with its
+ *              result (1, 0 or MG_MATCH_ERROR) and the context it was tested on;
+ *   route:     routes/ reports each route tried (an mg_route_t, opaque here) with the result of its
+ *              condition, and MG_TRACE_BRANCH_EXHAUSTED when a branch whose condition held had no
+ *              child that matched (evaluation moves on after it).
+ */
+#define MG_TRACE_BRANCH_EXHAUSTED 2
+
+typedef struct mg_trace {
+    void (*condition)(void *arg, const mg_matcher_t *m, int result, const mg_ctx_t *ctx);
+    void (*route)(void *arg, const void *route, int result, const mg_ctx_t *ctx);
+    void *arg;
+} mg_trace_t;
+
+struct mg_ctx {
     mg_str_t method;
     mg_str_t scheme; /* "http" or "https" */
     mg_str_t host;   /* lower case, port removed */
@@ -237,8 +258,9 @@ typedef struct mg_ctx {
     mg_alloc_t alloc;
     mg_var_t vars[MG_CTX_MAX_VARS];
     size_t num_vars;
-    mg_match_error_t error; /* zero until a condition could not be decided */
-} mg_ctx_t;
+    mg_match_error_t error;  /* zero until a condition could not be decided */
+    const mg_trace_t *trace; /* NULL but in the route tester */
+};
 
 /* Binds `name` to `value` (a later binding shadows an earlier one). -1 when the table is full. */
 int mg_ctx_set_var(mg_ctx_t *ctx, mg_str_t name, mg_str_t value);
@@ -304,7 +326,6 @@ int mg_query_param_next(mg_str_t query, mg_str_t name, size_t *pos, mg_str_t *va
  * Matchers: one kind per file behind this vtable. Adding a kind is adding a file and a line
  * in the table in matcher.c.
  */
-typedef struct mg_matcher mg_matcher_t;
 
 /*
  * What a condition requires of every request it matches, for the route index and the

@@ -203,6 +203,15 @@ static void mg_route_read_order(mg_routes_builder_t *b, mg_route_t *r, const mg_
         r->order.priority_header_len = strlen(r->order.priority_header);
 }
 
+int mg_route_quota_key(const mg_route_t *route, const mg_ctx_t *ctx, mg_str_t *key)
+{
+    if (route->quota.key == NULL) {
+        *key = ctx->tenant;
+        return 0;
+    }
+    return mg_template_expand(route->quota.key, ctx, key);
+}
+
 const mg_route_t *mg_route_order(const mg_route_t *leaf)
 {
     return leaf->order_from;
@@ -468,6 +477,16 @@ static mg_route_t **mg_route_list_compile(mg_routes_builder_t *b, const mg_node_
     return list;
 }
 
+/* Numbers the routes depth first, in file order (mg_route_t.id); returns the next id. */
+static size_t mg_route_list_number(mg_route_t *const *list, size_t size, size_t next)
+{
+    for (size_t i = 0; i != size; ++i) {
+        list[i]->id = next++;
+        next = mg_route_list_number(list[i]->children, list[i]->num_children, next);
+    }
+    return next;
+}
+
 /* Indexes `list` when long enough, and the children lists below it; returns the list's index. */
 static mg_route_index_t *mg_route_list_index(mg_route_t *const *list, size_t size)
 {
@@ -494,6 +513,7 @@ mg_routes_t *mg_routes_compile(const mg_node_t *seq, mg_backend_resolver_t resol
         return NULL;
     }
     routes->index = mg_route_list_index(routes->routes, routes->size);
+    mg_route_list_number(routes->routes, routes->size, 0);
     return routes;
 }
 
@@ -521,11 +541,15 @@ const mg_route_t *mg__route_try(const mg_route_t *r, mg_ctx_t *ctx, int indexed)
     int matched = r->match != NULL ? mg_matcher_match(r->match, ctx) : 1;
     if (matched == MG_MATCH_ERROR && ctx->error.route == NULL)
         ctx->error.route = r->name;
+    if (ctx->trace != NULL)
+        ctx->trace->route(ctx->trace->arg, r, matched, ctx);
     if (matched != 1)
         return NULL;
     if (r->kind != MG_ROUTE_BRANCH)
         return r;
     const mg_route_t *found = mg_route_list_match(r->children, r->num_children, r->index, ctx, indexed);
+    if (found == NULL && ctx->trace != NULL && ctx->error.reason == NULL)
+        ctx->trace->route(ctx->trace->arg, r, MG_TRACE_BRANCH_EXHAUSTED, ctx);
     if (found == NULL) /* no child matched: the branch's own captures must not leak into later routes */
         ctx->num_vars = mark;
     return found;

@@ -140,6 +140,7 @@ typedef struct mg_route mg_route_t;
 
 struct mg_route {
     char *name;
+    size_t id;        /* 0 .. mg_routes_count() - 1: depth first, in file order (counters are indexed by it) */
     const char *file; /* the document's file name (owned by mg_routes_t) */
     unsigned line, column;
     mg_matcher_t *match; /* NULL: always matches */
@@ -257,6 +258,11 @@ int mg_route_apply(const mg_route_t *leaf, mg_ctx_t *ctx, mg_route_result_t *res
  * after recording errors at their positions.
  */
 int mg_quota_read(const mg_node_t *node, const char *const *keys, mg_quota_t *out, mg_errors_t *errs);
+
+/* The key `route`'s quota counts the request under: its quota.key expanded, else the tenant. An
+ * empty key is not counted (nginx's rule for limit_req keys). 0, or an MG_TEMPLATE_* error (the
+ * request gets a 400: a key that cannot be made must not escape the quota). */
+int mg_route_quota_key(const mg_route_t *route, const mg_ctx_t *ctx, mg_str_t *key);
 
 /* The `order:` that applies to `leaf`: its own, else its nearest ancestor's; NULL when none. */
 const mg_route_t *mg_route_order(const mg_route_t *leaf);

@@ -442,9 +442,14 @@ void mg_throttle_requota(mg_throttle_t *t, mg_throttle_quota_of_t quota_of, void
     READ_UNLOCK();
 }
 
+typedef struct evict_hook {
+    void (*gone)(void *arg, const mg_throttle_stat_t *s);
+    void *arg;
+} evict_hook_t;
+
 /* 1 if the entry was evicted (by this thread); else `*expiry` is when its window ends (0: not
  * known, the entry is dead or new). */
-static int entry_evict(mg_throttle_t *t, entry_t *e, uint64_t now, uint64_t *expiry)
+static int entry_evict(mg_throttle_t *t, entry_t *e, uint64_t now, uint64_t *expiry, const evict_hook_t *hook)
 {
     uintptr_t p = atomic_load_explicit(&e->limiter, memory_order_acquire);
     mg_limiter_t *l = entry_limiter(p);
@@ -464,6 +469,11 @@ static int entry_evict(mg_throttle_t *t, entry_t *e, uint64_t now, uint64_t *exp
         ;
     if (!atomic_compare_exchange_strong(&e->limiter, &p, p | ENTRY_DEAD))
         return 0; /* a helper replaced the limiter first */
+    if (hook->gone != NULL) {
+        /* frozen with its window passed: no decision can admit or reject on it any more */
+        mg_throttle_stat_t s = {e->key, e->len, mg_limiter_quota(l), 0, mg__limiter_admitted(l), entry_rejected(e)};
+        hook->gone(hook->arg, &s);
+    }
     cds_lfht_del(t->ht, &e->node);
     place_give_back(t);
     call_rcu(&e->rcu, entry_free_rcu);
@@ -472,6 +482,12 @@ static int entry_evict(mg_throttle_t *t, entry_t *e, uint64_t now, uint64_t *exp
 
 size_t mg_throttle_evict(mg_throttle_t *t, uint64_t now_us)
 {
+    return mg_throttle_evict_each(t, now_us, NULL, NULL);
+}
+
+size_t mg_throttle_evict_each(mg_throttle_t *t, uint64_t now_us, void (*gone)(void *arg, const mg_throttle_stat_t *s), void *arg)
+{
+    evict_hook_t hook = {gone, arg};
     struct cds_lfht_iter iter;
     entry_t *e;
     size_t n = 0;
@@ -479,7 +495,7 @@ size_t mg_throttle_evict(mg_throttle_t *t, uint64_t now_us)
     rcu_read_lock();
     FOR_EACH_ENTRY(t, &iter, e)
     {
-        n += (size_t)entry_evict(t, e, now_us, &expiry);
+        n += (size_t)entry_evict(t, e, now_us, &expiry, &hook);
         if (expiry != 0 && expiry < next)
             next = expiry;
     }

@@ -118,6 +118,10 @@ typedef struct mg_throttle_stat {
 /* Calls `cb` for every key, in no particular order (concurrent decisions continue). `cb` runs
  * inside the table's read-side section: it may decide, but must not call mg_throttle_free. */
 void mg_throttle_foreach(mg_throttle_t *t, uint64_t now_us, void (*cb)(void *arg, const mg_throttle_stat_t *s), void *arg);
+/* mg_throttle_evict that also calls `gone` (when not NULL) with each key it removes and the
+ * key's final totals (`used` is 0: its window has passed), so that a caller can keep them: an
+ * evicted key decides nothing any more, so these are all it will ever count. */
+size_t mg_throttle_evict_each(mg_throttle_t *t, uint64_t now_us, void (*gone)(void *arg, const mg_throttle_stat_t *s), void *arg);
 /* Number of keys in the table, counting those being inserted (so never more than the
  * `max_keys` of the decisions that inserted them); approximate while others insert or evict. */
 size_t mg_throttle_count(mg_throttle_t *t);

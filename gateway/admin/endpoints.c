@@ -116,6 +116,9 @@ static const mg_admin_endpoint_t endpoints[] = {
     {"GET", "/metrics", mg_admin_metrics},
     {"POST", "/reload", admin_reload},
     {"GET", "/tenants", mg_admin_tenants},
+    {"GET", "/routes", mg_admin_routes},
+    {"GET", "/backends", mg_admin_backends},
+    {"GET", "/", mg_admin_dashboard, 1},
     {"GET", "/sessions", mg_admin_sessions},
     {"POST", "/sessions/*/*", mg_admin_session_action},
     {"POST", "/routes/*/broadcast", mg_admin_broadcast},
@@ -203,8 +206,10 @@ void mg__admin_handle(mg_gateway_t *gw, h2o_req_t *req)
 {
     mg_config_t *conf = mg_gateway_conf_acquire(gw);
     ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
+    char allow[128];
+    const mg_admin_endpoint_t *e = mg__admin_route(req->method, req->path_normalized, allow, sizeof(allow));
 
-    if (!mg__admin_authorized(conf->admin.token, i >= 0 ? &req->headers.entries[i].value : NULL)) {
+    if ((e == NULL || !e->open) && !mg__admin_authorized(conf->admin.token, i >= 0 ? &req->headers.entries[i].value : NULL)) {
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL, H2O_STRLIT("Bearer realm=\"matchgate\""));
         mg_admin_send_error(req, 401, "a valid Authorization: Bearer token is required");
     } else {

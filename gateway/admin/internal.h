@@ -30,6 +30,14 @@ void mg_admin_send_error(h2o_req_t *req, int status, const char *message);
  */
 void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_tenants(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+/* GET /routes (routes.c): the route tree with hit counts. */
+void mg_admin_routes(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+/* The per-route series of GET /metrics (route_metrics.c). */
+void mg_admin_route_metrics(FILE *out, const mg_config_t *conf);
+/* GET /backends (backends.c): the backends in use, their servers and scheduler figures. */
+void mg_admin_backends(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+/* GET / (dashboard.c): the dashboard page, served without the token (it holds no data). */
+void mg_admin_dashboard(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_sessions(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_session_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_broadcast(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
@@ -44,6 +52,7 @@ typedef struct mg_admin_endpoint {
     const char *method;
     const char *path;
     mg_admin_handler_t handler;
+    int open; /* served without admin.token: only what holds no data (the dashboard page) */
 } mg_admin_endpoint_t;
 
 /* The endpoint of a call, or NULL: then `allow` (`size` bytes) lists the methods its path takes,

@@ -224,6 +224,7 @@ void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
     put_metrics(out, gw, conf);
     mg_conns_put_metrics(out, gw, conf);
     put_backend_metrics(out, conf);
+    mg_admin_route_metrics(out, conf);
     fclose(out);
     mg_admin_send(req, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
     free(text);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "gateway/admin/internal.h"
 #include "gateway/limits.h"
+#include "gateway/tenant_totals.h"
 
 /* One key copied out of the throttle (the key string is only valid during the callback). */
 typedef struct listed {
@@ -118,15 +119,17 @@ static int configured(const mg_tenants_conf_t *tc, const char *tenant)
 /* Configured tenants first, by name (an unseen one shows its quota and zeros), then by name
  * the others the throttle holds: seen under the default quota, or under a quota a reload took
  * away. */
-static json_t *tenants_json(const mg_config_t *conf, const listing_t *l)
+static json_t *tenants_json(mg_gateway_t *gw, const mg_config_t *conf, const listing_t *l)
 {
     json_t *out = json_array();
     const mg_tenants_conf_t *tc = &conf->tenants;
 
     for (size_t i = 0; i < tc->num_quotas; i++) {
         const listed_t *seen = find_tenant(l, tc->quotas[i].tenant);
-        mg_throttle_stat_t unseen = {.quota = tc->quotas[i].quota};
-        json_array_append_new(out, stat_json("tenant", tc->quotas[i].tenant, seen != NULL ? &seen->stat : &unseen));
+        mg_throttle_stat_t stat = seen != NULL ? seen->stat : (mg_throttle_stat_t){.quota = tc->quotas[i].quota};
+        /* totals since start: the keys the throttle forgot count too */
+        mg_tenant_totals_add(gw->tenant_totals, tc->quotas[i].tenant, &stat.admitted, &stat.rejected);
+        json_array_append_new(out, stat_json("tenant", tc->quotas[i].tenant, &stat));
     }
     for (size_t i = 0; i < l->size; i++)
         if (l->items[i].kind == 't' && !configured(tc, l->items[i].name))
@@ -176,16 +179,21 @@ void mg_admin_tenants(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
 {
     listing_t l = {0};
 
+    /* no eviction between the listing and the kept totals: each admission counts once */
+    mg_tenant_totals_lock(gw->tenant_totals);
     mg_throttle_foreach(gw->throttle, mg_throttle_now(), on_key, &l);
     if (l.oom) {
+        mg_tenant_totals_unlock(gw->tenant_totals);
         listing_free(&l);
         mg_admin_send_error(req, 503, "out of memory");
         return;
     }
     if (l.size > 1)
         qsort(l.items, l.size, sizeof(*l.items), compare_listed);
-    json_t *body = json_pack("{s:I,s:o,s:o,s:o}", "generation", (json_int_t)conf->generation, "tenants", tenants_json(conf, &l),
-                             "routes", routes_json(&l), "store", store_json(gw, conf));
+    json_t *tenants = tenants_json(gw, conf, &l);
+    mg_tenant_totals_unlock(gw->tenant_totals);
+    json_t *body = json_pack("{s:I,s:o,s:o,s:o}", "generation", (json_int_t)conf->generation, "tenants", tenants, "routes",
+                             routes_json(&l), "store", store_json(gw, conf));
     listing_free(&l);
     mg_admin_send_json(req, 200, body);
 }

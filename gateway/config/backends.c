@@ -200,6 +200,11 @@ static void parse_servers(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
 /* In the order of mg_balance_t. */
 static const char *const balance_names[] = {"round_robin", "primary_for_writes", "first_available", NULL};
 
+const char *mg_balance_name(mg_balance_t balance)
+{
+    return balance_names[balance];
+}
+
 static void parse_balance(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *map)
 {
     const mg_node_t *node = mg_node_get(map, "balance");

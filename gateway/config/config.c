@@ -94,11 +94,62 @@ static unsigned default_workers(void)
     return n < 1 ? 1 : n > MG_MAX_WORKERS ? MG_MAX_WORKERS : (unsigned)n;
 }
 
+/* access_log.fields: header names, at most MG_ACCESS_LOG_MAX_FIELDS, stored lower case. */
+static void parse_access_log_fields(mg_config_loader_t *cl, const mg_node_t *seq)
+{
+    mg_config_t *conf = cl->conf;
+    if (mg_node_expect(seq, MG_NODE_SEQUENCE, cl->errs) != 0)
+        return;
+    if (seq->u.sequence.size > MG_ACCESS_LOG_MAX_FIELDS) {
+        mg_errors_add(cl->errs, seq, "at most %d fields", MG_ACCESS_LOG_MAX_FIELDS);
+        return;
+    }
+    conf->access_log_fields = calloc(seq->u.sequence.size + 1, sizeof(*conf->access_log_fields));
+    for (size_t i = 0; conf->access_log_fields != NULL && i < seq->u.sequence.size; i++) {
+        const char *name;
+        const mg_node_t *item = seq->u.sequence.items[i];
+        if (mg_node_to_str(item, &name, cl->errs) != 0)
+            continue;
+        if (!mg_is_token(name, strlen(name)) || strlen(name) > 64) {
+            mg_errors_add(cl->errs, item, "invalid header name '%s' (a token of at most 64 characters)", name);
+            continue;
+        }
+        char *copy = mg__config_copy_str(cl, item, name);
+        for (char *p = copy; p != NULL && *p != '\0'; p++)
+            *p = (char)(*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
+        conf->access_log_fields[conf->num_access_log_fields++] = copy;
+    }
+}
+
+/* access_log: "PATH" | "-" | {path, format: json | combined, fields: [Header, ...]}. */
+static void parse_access_log_map(mg_config_loader_t *cl, const mg_node_t *map, const mg_node_t **path)
+{
+    static const char *const keys[] = {"path", "format", "fields", NULL};
+    static const char *const formats[] = {"json", "combined", NULL};
+    const mg_node_t *format = mg_node_get(map, "format"), *fields = mg_node_get(map, "fields");
+    const char *s, *guess;
+
+    mg_node_check_keys(map, keys, cl->errs);
+    *path = mg_node_require(map, "path", cl->errs);
+    if (fields != NULL)
+        parse_access_log_fields(cl, fields);
+    if (format == NULL || mg_node_to_str(format, &s, cl->errs) != 0)
+        return;
+    if (strcmp(s, "json") == 0 || strcmp(s, "combined") == 0)
+        cl->conf->access_log_combined = strcmp(s, "combined") == 0;
+    else if ((guess = mg_closest_word(s, formats)) != NULL)
+        mg_errors_add(cl->errs, format, "unknown format '%s' (did you mean '%s'?)", s, guess);
+    else
+        mg_errors_add(cl->errs, format, "unknown format '%s' (expected json or combined)", s);
+}
+
 static void parse_access_log(mg_config_loader_t *cl, const mg_node_t *root)
 {
     const mg_node_t *node = mg_node_get(root, "access_log");
     const char *s;
 
+    if (node != NULL && node->kind == MG_NODE_MAPPING)
+        parse_access_log_map(cl, node, &node);
     if (node == NULL || mg_node_to_str(node, &s, cl->errs) != 0)
         return;
     if (s[0] == '\0') {
@@ -273,6 +324,60 @@ static void config_read(mg_config_loader_t *cl, const mg_node_t *root)
     }
 }
 
+/* The route hit counters (mg_route_hits_t): without memory for them the gateway runs uncounted. */
+static void route_hits_init(mg_config_t *conf)
+{
+    mg_route_hits_t *h = &conf->route_hits;
+    size_t per_line = 64 / sizeof(*h->counts), routes = conf->routes != NULL ? mg_routes_count(conf->routes) : 0;
+    h->shards = conf->workers < MG_ROUTE_HIT_SHARDS ? conf->workers : MG_ROUTE_HIT_SHARDS;
+    h->stride = (routes + per_line - 1) / per_line * per_line;
+    if (h->stride != 0)
+        h->counts = aligned_alloc(64, h->shards * h->stride * sizeof(*h->counts));
+    for (size_t i = 0; h->counts != NULL && i < h->shards * h->stride; i++)
+        atomic_init(&h->counts[i], 0);
+    size_t n = (routes < MG_ROUTE_METRICS_MAX ? routes : MG_ROUTE_METRICS_MAX) * MG_ROUTE_STAT_FIELDS * h->shards;
+    if (n != 0 && (h->stats = aligned_alloc(64, (n * sizeof(*h->stats) + 63) / 64 * 64)) != NULL)
+        h->stats_routes = routes < MG_ROUTE_METRICS_MAX ? routes : MG_ROUTE_METRICS_MAX;
+    for (size_t i = 0; h->stats != NULL && i < n; i++)
+        atomic_init(&h->stats[i], 0);
+}
+
+void mg_config_route_response(mg_config_t *conf, const mg_route_t *route, unsigned worker, int status, uint64_t duration_us)
+{
+    static const uint64_t bounds_ms[MG_ROUTE_DURATION_BUCKETS] = MG_ROUTE_DURATION_BOUNDS_MS;
+    mg_route_hits_t *h = &conf->route_hits;
+    if (h->stats == NULL || route->id >= h->stats_routes)
+        return;
+    atomic_uint_fast64_t *f = &h->stats[((worker % h->shards) * h->stats_routes + route->id) * MG_ROUTE_STAT_FIELDS];
+    int class = status / 100;
+    atomic_fetch_add_explicit(&f[class >= 1 && class <= 5 ? class - 1 : 5], 1, memory_order_relaxed);
+    size_t b = 0;
+    while (b < MG_ROUTE_DURATION_BUCKETS && duration_us > bounds_ms[b] * 1000)
+        b++;
+    if (b < MG_ROUTE_DURATION_BUCKETS) /* beyond the last bound: +Inf, which is the count */
+        atomic_fetch_add_explicit(&f[MG_ROUTE_STAT_CLASSES + b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&f[MG_ROUTE_STAT_SUM], duration_us, memory_order_relaxed);
+}
+
+uint64_t mg_config_route_stat(const mg_config_t *conf, const mg_route_t *route, unsigned field)
+{
+    const mg_route_hits_t *h = &conf->route_hits;
+    uint64_t total = 0;
+    for (unsigned s = 0; h->stats != NULL && route->id < h->stats_routes && s < h->shards; s++)
+        total +=
+            atomic_load_explicit(&h->stats[(s * h->stats_routes + route->id) * MG_ROUTE_STAT_FIELDS + field], memory_order_relaxed);
+    return total;
+}
+
+uint64_t mg_config_route_hits(const mg_config_t *conf, const mg_route_t *route)
+{
+    const mg_route_hits_t *h = &conf->route_hits;
+    uint64_t total = 0;
+    for (unsigned s = 0; h->counts != NULL && s < h->shards; s++)
+        total += atomic_load_explicit(&h->counts[s * h->stride + route->id], memory_order_relaxed);
+    return total;
+}
+
 mg_config_t *mg__config_from_doc(const char *file, mg_doc_t *doc, mg_errors_t *errs)
 {
     mg_config_loader_t cl = {.errs = errs, .conf = config_new(file), .dir = dir_of(file)};
@@ -283,6 +388,8 @@ mg_config_t *mg__config_from_doc(const char *file, mg_doc_t *doc, mg_errors_t *e
         goto Exit;
     }
     config_read(&cl, mg_doc_root(doc));
+    if (errs->num_errors == before)
+        route_hits_init(cl.conf);
 Exit:
     if (errs->num_errors != before) {
         mg_config_free(cl.conf);
@@ -330,9 +437,9 @@ void mg_config_summary(const mg_config_t *conf, char *buf, size_t size)
 {
     size_t routes = conf->routes != NULL ? mg_routes_count(conf->routes) : 0;
 
-    snprintf(buf, size, "%s: ok (%zu listener%s, %zu backend%s, %zu route%s, %u worker%s)", conf->file, conf->num_listeners,
-             plural(conf->num_listeners), conf->num_backends, plural(conf->num_backends), routes, plural(routes), conf->workers,
-             plural(conf->workers));
+    snprintf(buf, size, "%s: ok (%zu listener%s, %zu backend%s, %zu route%s, %u worker%s, %zu tenant%s)", conf->file,
+             conf->num_listeners, plural(conf->num_listeners), conf->num_backends, plural(conf->num_backends), routes,
+             plural(routes), conf->workers, plural(conf->workers), conf->tenants.num_quotas, plural(conf->tenants.num_quotas));
 }
 
 void mg_config_free(mg_config_t *conf)
@@ -352,9 +459,14 @@ void mg_config_free(mg_config_t *conf)
     if (conf->routes != NULL)
         mg_routes_free(conf->routes);
     mg__config_admin_free(&conf->admin);
+    free(conf->route_hits.counts);
+    free(conf->route_hits.stats);
     if (conf->access_log_fd >= 0 && conf->access_log_fd != STDOUT_FILENO)
         close(conf->access_log_fd);
     free(conf->access_log);
+    for (size_t i = 0; i < conf->num_access_log_fields; i++)
+        free(conf->access_log_fields[i]);
+    free(conf->access_log_fields);
     free(conf->file);
     free(conf);
 }

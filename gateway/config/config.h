@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include "routes/routes.h"
 
@@ -62,6 +63,9 @@ typedef enum mg_balance {
     MG_BALANCE_PRIMARY_FOR_WRITES,
     MG_BALANCE_FIRST_AVAILABLE,
 } mg_balance_t;
+
+/* The balance as written in the file ("round_robin", ...). */
+const char *mg_balance_name(mg_balance_t balance);
 
 typedef struct mg_backend_conf {
     char *name;
@@ -180,19 +184,53 @@ typedef struct mg_reload_conf {
 
 #define MG_RELOAD_MIN_MEMORY (UINT64_C(64) << 20)
 
+/* Requests each route was chosen for since its configuration was loaded (GET /routes): per
+ * route, one counter per shard; worker W counts in shard W % shards, each shard's counters on
+ * cache lines of their own, so workers do not contend for one line per popular route. */
+#define MG_ROUTE_HIT_SHARDS 8
+
+/* Per-route metrics (GET /metrics) are kept for the first MG_ROUTE_METRICS_MAX routes of the
+ * tree (depth first, in file order): the bound on the route label's cardinality. Per route and
+ * shard: responses by status class (1xx..5xx, other), then the duration histogram's buckets, then
+ * the durations' sum in microseconds. */
+#define MG_ROUTE_METRICS_MAX 1000
+#define MG_ROUTE_DURATION_BUCKETS 11
+#define MG_ROUTE_DURATION_BOUNDS_MS                                                                                                \
+    {                                                                                                                              \
+        5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000                                                                      \
+    }
+#define MG_ROUTE_STAT_CLASSES 6
+#define MG_ROUTE_STAT_SUM (MG_ROUTE_STAT_CLASSES + MG_ROUTE_DURATION_BUCKETS)
+#define MG_ROUTE_STAT_FIELDS (MG_ROUTE_STAT_SUM + 1)
+
+typedef struct mg_route_hits {
+    atomic_uint_fast64_t *counts; /* shards x stride; NULL when out of memory (nothing counted) */
+    size_t stride;                /* routes, rounded up to a cache line of counters */
+    unsigned shards;
+    atomic_uint_fast64_t *stats; /* shards x stats_routes x MG_ROUTE_STAT_FIELDS; NULL: none kept */
+    size_t stats_routes;         /* min(routes, MG_ROUTE_METRICS_MAX) */
+} mg_route_hits_t;
+
 /*
- * A loaded configuration. Immutable once the gateway runs, except `refs`: it is shared by the
+ * A loaded configuration. Immutable once the gateway runs, except `refs` and the counters of
+ * `route_hits`: it is shared by the
  * workers, the admin thread and the requests in flight, and freed when the last reference is
  * released (mg_config_release), so that a reload never pulls it from under a request.
  */
+/* access_log.fields: at most this many request headers are logged. */
+#define MG_ACCESS_LOG_MAX_FIELDS 16
+
 typedef struct mg_config {
     char *file;
     mg_listen_conf_t *listeners;
     size_t num_listeners;
     unsigned workers; /* default: number of CPUs */
     uint64_t shutdown_timeout_ms;
-    char *access_log;  /* NULL: none; "-": stdout; else a path opened for append */
-    int access_log_fd; /* -1 until mg_config_open_access_log (loading opens nothing) */
+    char *access_log;         /* NULL: none; "-": stdout; else a path opened for append */
+    int access_log_fd;        /* -1 until mg_config_open_access_log (loading opens nothing) */
+    int access_log_combined;  /* access_log.format: combined (Apache's); else json */
+    char **access_log_fields; /* access_log.fields: request headers logged too, lower case */
+    size_t num_access_log_fields;
     mg_limits_conf_t limits;
     mg_websocket_conf_t websocket;
     mg_backend_conf_t *backends;
@@ -201,6 +239,7 @@ typedef struct mg_config {
     mg_routes_t *routes;
     mg_admin_conf_t admin;
     mg_reload_conf_t reload;
+    mg_route_hits_t route_hits;
     uint64_t generation; /* 1 for the configuration loaded at start, +1 per successful reload */
     atomic_uint refs;    /* 1 when loaded */
 } mg_config_t;
@@ -249,9 +288,12 @@ int mg_config_limit_memory(uint64_t bytes);
 int mg_config_open_access_log(mg_config_t *conf, mg_errors_t *errs);
 /* Parses a listen address ("127.0.0.1:8080", "[::1]:80", ":8080" = all IPv4). 0 or -1. */
 int mg_config_parse_address(const char *s, struct sockaddr_storage *ss, socklen_t *len);
-/* A one-line summary for `--check`: "FILE: ok (N listeners, N backends, N routes, N workers)"
- * (singular for 1: "1 listener"). */
+/* A one-line summary for `--check`: "FILE: ok (N listeners, N backends, N routes, N workers,
+ * N tenants)" (singular for 1: "1 listener"; tenants: those listed under tenants.quotas). */
 void mg_config_summary(const mg_config_t *conf, char *buf, size_t size);
+/* `--check --print` (print.c): the configuration as understood, every default filled in, as YAML
+ * (durations in ms, sizes in bytes; the admin token left out, a bridge summed up in a comment). */
+void mg_config_print(const mg_config_t *conf, FILE *out);
 /* The open files limit the gateway runs with: the hard RLIMIT_NOFILE (at most fs.nr_open), which
  * it raises its soft limit to at start; the current limits in *soft and *hard (UINT64_MAX:
  * unlimited). */
@@ -264,6 +306,22 @@ unsigned mg_config_auto_max_connections(uint64_t nofile, unsigned workers, size_
  * client connections, and backend connections: when every backend has a max_in_flight their sum
  * (at most one per client connection), else one per three client connections (what auto leaves). */
 uint64_t mg_config_descriptors_needed(const mg_config_t *conf, unsigned max_connections);
+/* Counts one request chosen for `route` by worker `worker` (any thread; relaxed). */
+static inline void mg_config_route_hit(mg_config_t *conf, const mg_route_t *route, unsigned worker)
+{
+    mg_route_hits_t *h = &conf->route_hits;
+    if (h->counts != NULL)
+        atomic_fetch_add_explicit(&h->counts[(worker % h->shards) * h->stride + route->id], 1, memory_order_relaxed);
+}
+/* The requests `route` itself was chosen for (a branch is never chosen: it has 0). */
+uint64_t mg_config_route_hits(const mg_config_t *conf, const mg_route_t *route);
+/* Counts the response of a request routed to `route` by worker `worker`: its status and how long
+ * it took. Routes past MG_ROUTE_METRICS_MAX are not counted. Any thread. */
+void mg_config_route_response(mg_config_t *conf, const mg_route_t *route, unsigned worker, int status, uint64_t duration_us);
+/* One figure of `route` summed over the shards (field: 0..MG_ROUTE_STAT_FIELDS-1); 0 for a route
+ * without metrics. */
+uint64_t mg_config_route_stat(const mg_config_t *conf, const mg_route_t *route, unsigned field);
+
 /* Frees the configuration whatever its references (--check, tests, a load that is dropped). */
 void mg_config_free(mg_config_t *conf);
 /* Takes one more reference; returns `conf`. Any thread. */
@@ -286,5 +344,44 @@ const mg_quota_t *mg_tenants_quota(const mg_tenants_conf_t *tc, mg_str_t tenant)
  * the request gets a 400. Leaves no variables bound.
  */
 int mg_tenants_identify(const mg_tenants_conf_t *tc, mg_ctx_t *ctx);
+
+/* ---------------------------------------------------------------------------------------
+ * A request made ready for the route tree (request.c): the steps between a request's head and
+ * mg_routes_match that the request handler and the route tester (`matchgate route`) share.
+ */
+
+/* A request's head as the gateway received it. Strings are borrowed. */
+typedef struct mg_request_head {
+    mg_str_t method, scheme;    /* scheme: "http" or "https" */
+    mg_str_t authority;         /* Host (HTTP/1) or :authority (HTTP/2) as sent; empty when none */
+    mg_str_t path;              /* the target's path as received, before normalization, no query */
+    mg_str_t query;             /* after '?', without it; empty when none */
+    mg_str_t peer;              /* client address as text */
+    const mg_header_t *headers; /* names lower case, hop-by-hop fields already removed */
+    size_t num_headers;
+    int websocket;           /* a WebSocket upgrade */
+    int host_required;       /* HTTP/1.1: a request without Host is refused */
+    const mg_trace_t *trace; /* copied to ctx->trace (NULL but in the route tester) */
+} mg_request_head_t;
+
+/* Why a request is answered by the gateway before routing: status, X-Matchgate-Error code, reason.
+ * `undecided`: a regex of tenants.identify hit its limit (ctx->error says which). */
+typedef struct mg_refusal {
+    int status;
+    const char *code, *reason;
+    int undecided;
+} mg_refusal_t;
+
+/* The host a route matches: the authority in lower case, without its port ("[::1]:80" keeps its
+ * brackets); in `alloc` memory, NUL-terminated. */
+mg_str_t mg_request_host(mg_str_t authority, const mg_alloc_t *alloc);
+/*
+ * Fills the routing context from the head: the path normalized (limits.escaped_slashes), the host,
+ * the tenant (tenants.identify, tenants.unidentified). 0 when the request may be routed; -1 with
+ * *why when the gateway answers it itself (400 bad path, missing Host or invalid tenant name, 401
+ * unidentified). Allocates from `alloc` only.
+ */
+int mg_request_prepare(const mg_config_t *conf, const mg_request_head_t *head, const mg_alloc_t *alloc, mg_ctx_t *ctx,
+                       mg_refusal_t *why);
 
 #endif

@@ -377,6 +377,33 @@ def test_admin_tenants_lists_quota_use_and_totals(start_gateway, backend):
     assert m['matchgate_responses_total{class="4xx"}'] == 4
 
 
+def test_listed_tenants_totals_survive_idle_windows(start_gateway, backend):
+    """Listed tenants' admitted/rejected are totals since start: the throttle forgets a key once
+    its window has passed (checked once a second), and they used to start again from 0 then."""
+    quotas = {"acme": {"requests": 2, "per": "200ms"}}
+    gw = start(start_gateway, backend, tenants_section(quotas=quotas, default_quota={"requests": 2, "per": "200ms"}),
+               admin=admin_section())
+
+    def totals(name):
+        found = [t for t in tenants_listing(gw)["tenants"] if t["tenant"] == name]
+        return (found[0]["admitted"], found[0]["rejected"]) if found else None
+
+    def idle_out():
+        # each key's window passes, then an eviction pass runs (worker 0, once a second)
+        assert wait_until(lambda: totals("initech") is None, 5), "the unlisted key was never evicted"
+
+    expected = (0, 0)
+    for _ in range(3):
+        statuses = [get(gw, tenant="acme")[0] for _ in range(3)]
+        assert sorted(statuses) == [200, 200, 429], statuses
+        assert get(gw, tenant="initech")[0] == 200
+        expected = (expected[0] + 2, expected[1] + 1)
+        assert totals("acme") == expected
+        idle_out()
+        assert totals("acme") == expected, "a listed tenant's totals count from the start"
+    assert backend_count(backend, "acme") == 6
+
+
 def test_metrics_count_rate_limited_connections(start_gateway, backend):
     gw = start(start_gateway, backend, limits={"max_requests_per_connection_per_second": 3}, admin=admin_section())
     assert hammer_one_connection(gw)[-1][0] == 429

@@ -208,6 +208,46 @@ Test(table, a_key_is_evicted_only_after_its_whole_window)
     cr_expect_eq(mg_throttle_evict(table, 150), 0);
 }
 
+typedef struct evicted {
+    char keys[8][16];
+    uint64_t admitted[8], rejected[8];
+    uint32_t used[8];
+    size_t n;
+} evicted_t;
+
+static void on_gone(void *arg, const mg_throttle_stat_t *s)
+{
+    evicted_t *ev = arg;
+    cr_assert_lt(ev->n, 8);
+    snprintf(ev->keys[ev->n], sizeof(ev->keys[0]), "%.*s", (int)s->len, s->key);
+    ev->admitted[ev->n] = s->admitted;
+    ev->rejected[ev->n] = s->rejected;
+    ev->used[ev->n++] = s->used;
+}
+
+Test(table, eviction_hands_over_each_key_with_its_final_totals)
+{
+    const mg_quota_t q = {2, 100};
+    evicted_t ev = {0};
+    cr_assert_eq(acquire("a", q, 1, 10, NULL), 1);
+    cr_assert_eq(acquire("a", q, 1, 20, NULL), 1);
+    cr_assert_eq(acquire("a", q, 1, 30, NULL), 0);
+    cr_assert_eq(acquire("a", q, 1, 40, NULL), 0);
+    cr_assert_eq(acquire("b", q, 1, 90, NULL), 1);
+
+    cr_expect_eq(mg_throttle_evict_each(table, 150, on_gone, &ev), 1, "b's window has not passed");
+    cr_assert_eq(ev.n, 1);
+    cr_expect_str_eq(ev.keys[0], "a");
+    cr_expect_eq(ev.admitted[0], 2);
+    cr_expect_eq(ev.rejected[0], 2);
+    cr_expect_eq(ev.used[0], 0);
+
+    cr_expect_eq(mg_throttle_evict_each(table, 150, on_gone, &ev), 0, "each key is handed over once");
+    cr_expect_eq(mg_throttle_evict_each(table, 190, on_gone, &ev), 1);
+    cr_expect_str_eq(ev.keys[1], "b");
+    cr_expect_eq(ev.admitted[1], 1);
+}
+
 /* A decision that comes between the evictor's look at the entry and its freeze. */
 static int race_armed;
 static uint64_t race_now;

@@ -36,6 +36,9 @@ Test(admin_routing, every_endpoint_by_method_and_path)
         {"GET", "/metrics", "GET /metrics"},
         {"POST", "/reload", "POST /reload"},
         {"GET", "/tenants", "GET /tenants"},
+        {"GET", "/routes", "GET /routes"},
+        {"GET", "/backends", "GET /backends"},
+        {"GET", "/", "GET /"},
         {"GET", "/sessions", "GET /sessions"},
         {"POST", "/sessions/12/send", "POST /sessions/*/*"},
         {"POST", "/sessions/12/anything", "POST /sessions/*/*"}, /* the action is the endpoint's to judge */
@@ -52,6 +55,7 @@ Test(admin_routing, every_endpoint_by_method_and_path)
 Test(admin_routing, another_method_on_a_known_path_is_405_with_allow)
 {
     cr_expect_str_eq(route("POST", "/healthz"), "405 GET, HEAD");
+    cr_expect_str_eq(route("POST", "/"), "405 GET, HEAD");
     cr_expect_str_eq(route("GET", "/reload"), "405 POST");
     cr_expect_str_eq(route("DELETE", "/sessions"), "405 GET, HEAD");
     cr_expect_str_eq(route("GET", "/sessions/1/close"), "405 POST");
@@ -63,7 +67,7 @@ Test(admin_routing, another_method_on_a_known_path_is_405_with_allow)
 Test(admin_routing, unknown_paths_are_404)
 {
     static const char *const paths[] = {
-        "/",
+        "//",
         "/healthz/",          /* a trailing slash is another path */
         "/healthzx",          /* no prefix match */
         "/metric",            /* ... either way */

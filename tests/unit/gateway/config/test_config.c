@@ -339,7 +339,7 @@ Test(config, backends_and_routes_from_the_full_example)
     char summary[256];
     mg_config_summary(conf, summary, sizeof(summary));
     char expected[512];
-    snprintf(expected, sizeof(expected), "%s: ok (2 listeners, 2 backends, 4 routes, 3 workers)", conf->file);
+    snprintf(expected, sizeof(expected), "%s: ok (2 listeners, 2 backends, 4 routes, 3 workers, 0 tenants)", conf->file);
     cr_assert_str_eq(summary, expected);
 }
 
@@ -348,7 +348,7 @@ Test(config, summary_uses_the_singular_for_one)
     load("workers: 1\n" BASE);
     char summary[128];
     mg_config_summary(conf, summary, sizeof(summary));
-    cr_assert_str_eq(summary, "gw.yaml: ok (1 listener, 0 backends, 1 route, 1 worker)");
+    cr_assert_str_eq(summary, "gw.yaml: ok (1 listener, 0 backends, 1 route, 1 worker, 0 tenants)");
 }
 
 Test(config, relative_paths_follow_the_config_directory)

@@ -1,0 +1,44 @@
+/*
+ * `matchgate route`: where a request would go, without sending it (Envoy's router_check_tool).
+ * The request goes through what the request handler runs: mg_request_prepare, mg_routes_match
+ * (with the explain hook, mg_ctx_t.trace), mg_route_quota_key, mg_route_apply; nothing is sent.
+ * route_tool.c explains one request, route_expect.c checks a file of them.
+ */
+#ifndef MG_GATEWAY_ROUTE_TOOL_H
+#define MG_GATEWAY_ROUTE_TOOL_H
+
+#include <jansson.h>
+#include "gateway/config/config.h"
+
+/* One request to explain: METHOD URL and its header lines ("Name: value"). */
+typedef struct mg_route_query {
+    const char *method;
+    const char *url; /* "https://host/path?q", or "/path?q" (then the Host comes from a header) */
+    const char *const *headers;
+    size_t num_headers;
+    const char *peer; /* the client address routes and templates see; NULL: 127.0.0.1 */
+} mg_route_query_t;
+
+/*
+ * Explains `q` under `conf`: a JSON object (docs/operating.md lists its keys) with the outcome
+ * ("forward", "bridge", "respond", "redirect", "no-route", "refused"), the route chosen and its
+ * branches, the routes tried and the conditions that failed, the variables bound, what the backend
+ * would get, the quota keys. NULL after writing to *error (a static string) why the query itself is
+ * unusable (a malformed URL, method or header line).
+ */
+json_t *mg_route_explain(const mg_config_t *conf, const mg_route_query_t *q, const char **error);
+
+/* Writes the explanation for a person to `out`. */
+void mg_route_print(const json_t *explained, FILE *out);
+
+/*
+ * `matchgate route -c FILE --expect TESTS`: every request of TESTS explained and compared with what
+ * it expects; each mismatch printed as "TESTS:LINE:COL: ..." on `out`, then one summary line.
+ * Returns the exit status: 0 all hold, 1 a mismatch (or an unusable request), 2 TESTS unreadable.
+ */
+int mg_route_expect(const mg_config_t *conf, const char *tests, FILE *out);
+
+/* The command line of `matchgate route` (after the word "route"); returns the exit status. */
+int mg_route_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,51 @@
+/*
+ * W3C Trace Context's traceparent (trace.h): parsed, and made for the gateway's hop.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "gateway/trace.h"
+
+static int is_lower_hex(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+static int all_zeros(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (s[i] != '0')
+            return 0;
+    return 1;
+}
+
+int mg_traceparent_parse(mg_str_t v, char trace_id[MG_TRACE_ID_LEN], char flags[2])
+{
+    const char *s = v.base;
+    if (v.len < MG_TRACEPARENT_LEN || !is_lower_hex(s, 2) || memcmp(s, "ff", 2) == 0)
+        return 0;
+    /* version 00 has exactly these fields; a later one may add some after a '-' */
+    if (memcmp(s, "00", 2) == 0 ? v.len != MG_TRACEPARENT_LEN : (v.len > MG_TRACEPARENT_LEN && s[MG_TRACEPARENT_LEN] != '-'))
+        return 0;
+    if (s[2] != '-' || s[35] != '-' || s[52] != '-' || !is_lower_hex(s + 3, 32) || !is_lower_hex(s + 36, 16) ||
+        !is_lower_hex(s + 53, 2) || all_zeros(s + 3, 32) || all_zeros(s + 36, 16))
+        return 0;
+    memcpy(trace_id, s + 3, MG_TRACE_ID_LEN);
+    memcpy(flags, s + 53, 2);
+    return 1;
+}
+
+void mg_traceparent_format(char out[MG_TRACEPARENT_LEN + 1], const char trace_id[MG_TRACE_ID_LEN], uint64_t span,
+                           const char flags[2])
+{
+    snprintf(out, MG_TRACEPARENT_LEN + 1, "00-%.32s-%016llx-%.2s", trace_id, (unsigned long long)(span != 0 ? span : 1), flags);
+}
+
+void mg_trace_id_new(char out[MG_TRACE_ID_LEN], uint64_t a, uint64_t b)
+{
+    char buf[MG_TRACE_ID_LEN + 1];
+    snprintf(buf, sizeof(buf), "%016llx%016llx", (unsigned long long)a, (unsigned long long)(a == 0 && b == 0 ? 1 : b));
+    memcpy(out, buf, MG_TRACE_ID_LEN);
+}
