@@ -11,6 +11,7 @@
 #include <h2o.h>
 #include "gateway/route_tool.h"
 #include "gateway/headers.h"
+#include "gateway/trace.h"
 
 /* Routes listed under "tried", and failed conditions kept per route: a 100,000-route tree must
  * not make a 100,000-line answer. */
@@ -347,15 +348,34 @@ static json_t *backend_json(const mg_backend_conf_t *b)
     return j;
 }
 
+/* Whether the client's trace context goes on (handler.c, trace_of): one valid traceparent. */
+static int trace_kept(const mg_request_head_t *head)
+{
+    const mg_header_t *found = NULL;
+    char trace_id[MG_TRACE_ID_LEN], flags[2];
+    for (size_t i = 0; i < head->num_headers; i++) {
+        if (mg_str_compare(head->headers[i].name, "traceparent") != 0)
+            continue;
+        if (found != NULL)
+            return 0;
+        found = &head->headers[i];
+    }
+    return found != NULL && mg_traceparent_parse(found->value, trace_id, flags);
+}
+
 /* What the backend gets: the method, path and query after the actions, the Host, and the fields
- * the route left (hop-by-hop ones never cross; the gateway adds X-Forwarded-* and X-Request-Id). */
+ * the route left (hop-by-hop ones never cross; the gateway adds X-Forwarded-*, X-Request-Id and
+ * its traceparent, and passes tracestate on only with a valid traceparent: handler.c). */
 static json_t *send_json(const mg_ctx_t *ctx, const mg_request_head_t *head, const mg_route_result_t *res)
 {
     json_t *headers = json_array();
+    int kept = trace_kept(head);
     for (size_t i = 0; i < ctx->num_headers; i++) {
         const mg_header_t *h = &ctx->headers[i];
-        if (!mg_header_is_hop_by_hop(h->name.base, h->name.len, NULL))
-            json_array_append_new(headers, json_pack("[o,o]", str_json(h->name), str_json(h->value)));
+        if (mg_header_is_hop_by_hop(h->name.base, h->name.len, NULL) || mg_str_compare(h->name, "traceparent") == 0 ||
+            (!kept && mg_str_compare(h->name, "tracestate") == 0))
+            continue;
+        json_array_append_new(headers, json_pack("[o,o]", str_json(h->name), str_json(h->value)));
     }
     mg_str_t host = res->host.len != 0 ? res->host : head->authority;
     return json_pack("{s:o,s:o,s:o,s:o,s:o}", "method", str_json(ctx->method), "path", str_json(ctx->path), "query",

@@ -122,7 +122,7 @@ def test_check_reads_stdin_under_a_memory_limit(matchgate_bin, tmp_path):
     res = subprocess.run([str(matchgate_bin), "--check", "--stdin", "-c", "named.yaml"], input=good, capture_output=True,
                          text=True, timeout=30)
     assert res.returncode == 0, res.stderr
-    assert re.fullmatch(r"named\.yaml: ok \(1 listener, 0 backends, 1 route, \d+ workers?\)\n", res.stdout), res.stdout
+    assert re.fullmatch(r"named\.yaml: ok \(1 listener, 0 backends, 1 route, \d+ workers?, 0 tenants\)\n", res.stdout), res.stdout
     res = subprocess.run([str(matchgate_bin), "--stdin", "-c", "named.yaml"], capture_output=True, text=True, timeout=30)
     assert res.returncode == 2, "--stdin is an option of --check"
 

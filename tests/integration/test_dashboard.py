@@ -19,8 +19,8 @@ import pytest
 
 from support import BUILD, free_port, gateway_config, request
 
-pytestmark = pytest.mark.skipif(os.environ.get("MG_BROWSER", "1") == "0",
-                                reason="the browser test runs once per scripts/test, in the normal build")
+browser = pytest.mark.skipif(os.environ.get("MG_BROWSER", "1") == "0",
+                             reason="the browser test runs once per scripts/test, in the normal build")
 
 OUTPUT = BUILD / "test-output"
 
@@ -124,6 +124,7 @@ def test_backends_endpoint(gateway):
         {"url": b1.url, "weight": 1, "state": "in use"}, {"url": b2.url, "weight": 2, "state": "in use"}]}]
 
 
+@browser
 def test_the_dashboard_in_a_browser(gateway):
     gw, (b1, b2) = gateway()
     stop = threading.Event()
@@ -169,6 +170,7 @@ def test_the_dashboard_in_a_browser(gateway):
     print(f"dashboard screenshot: {shot}")
 
 
+@browser
 def test_with_a_token_the_page_asks_for_it(gateway):
     gw, _ = gateway(token="secret")
     request(gw.port, "GET", "/api/x", {"X-Tenant-Id": "acme"})

@@ -204,6 +204,9 @@ AGREE_REQUESTS = [
     ("GET", "/api/items", {"Host": "h"}),
     ("DELETE", "/api/items", {"Host": "h"}),
     ("PUT", "/%7Euser/x?q", {"Host": "h", "Connection": "X-Gone", "X-Gone": "1"}),
+    ("GET", "/t", {"Host": "h", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                   "tracestate": "a=1"}),
+    ("GET", "/t", {"Host": "h", "traceparent": "bad", "tracestate": "a=1"}),
 ]
 
 
@@ -229,6 +232,7 @@ def test_the_tool_predicts_what_the_gateway_sends(start_gateway, backend, tmp_pa
         predicted = {n: v for n, v in sent["headers"]}
         for name, value in predicted.items():
             assert seen.headers.get(name) == value, f"{what}: {name}"
-        added = {"host", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-request-id", "content-length",
-                 "user-agent", "accept-encoding"}
+        added = {"host", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-request-id", "traceparent",
+                 "content-length", "user-agent", "accept-encoding"}
         assert set(seen.headers) - added <= set(predicted), f"{what}: {seen.headers}"
+        assert ("tracestate" in seen.headers) == ("tracestate" in predicted), what
