@@ -177,7 +177,7 @@ static void setup_globalconf(mg_gateway_t *gw)
     h2o_config_init(&gw->globalconf);
     gw->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("matchgate"));
     /* one byte more than the limit: h2o's chunked reader refuses at the limit itself, its
-     * content-length check only beyond it; proxy.c enforces the exact limit */
+     * content-length check only beyond it; handler.c enforces the exact limit */
     gw->globalconf.max_request_entity_size = conf->limits.max_request_body + 1;
 #ifdef H2O_HAS_ON_REQUEST_BODY_START /* deps/h2o patch 0005; not in Debian's h2o (-Dh2o=system) */
     gw->globalconf.on_request_body_start = mg_bodies_on_start;

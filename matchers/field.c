@@ -112,14 +112,19 @@ size_t mg__field_describe(const mg_field_t *f, const char *kind, char *buf, size
     return mg_matcher_describe_text(buf, size, off, "}}");
 }
 
-int mg__field_binds(const mg_field_t *f, mg_str_t name)
+int mg__field_binds(const mg_matcher_t *self, mg_str_t name)
 {
+    const mg_field_t *f = self->data;
     return f->op == MG_FIELD_REGEX && mg_regex_binds(f->re, name);
 }
 
-void mg__field_dispose(mg_field_t *f)
+void mg__field_dispose(mg_matcher_t *self)
 {
+    mg_field_t *f = self->data;
+    if (f == NULL)
+        return;
     free((char *)f->name.base);
     free((char *)f->value.base);
     mg_regex_free(f->re);
+    free(f);
 }

@@ -12,19 +12,12 @@
 
 #include "matchers/internal.h"
 
-/* RFC 9110 5.6.2 tchar. */
-static int mg_header_is_tchar(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
 /* Checks that the name is a token, and lowers it in place (it is our own copy). */
 static int mg_header_check_name(mg_field_t *f, const mg_node_t *node, mg_errors_t *errs)
 {
     char *name = (char *)f->name.base;
     for (size_t i = 0; i != f->name.len; ++i) {
-        if (!mg_header_is_tchar(name[i])) {
+        if (!mg_is_tchar(name[i])) {
             mg_errors_add(errs, node, "invalid header name '%s' (a name is a token such as X-Api-Key)", node->u.scalar.str);
             return -1;
         }
@@ -71,30 +64,16 @@ static int mg_header_match(const mg_matcher_t *self, mg_ctx_t *ctx)
     return f->op == MG_FIELD_PRESENT && !f->present;
 }
 
-static void mg_header_dispose(mg_matcher_t *self)
-{
-    mg_field_t *f = self->data;
-    if (f == NULL)
-        return;
-    mg__field_dispose(f);
-    free(f);
-}
-
 static size_t mg_header_describe(const mg_matcher_t *self, char *buf, size_t size)
 {
     return mg__field_describe(self->data, "header", buf, size);
-}
-
-static int mg_header_binds(const mg_matcher_t *self, mg_str_t name)
-{
-    return mg__field_binds(self->data, name);
 }
 
 const mg_matcher_ops_t mg_matcher_header = {
     .name = "header",
     .compile = mg_header_compile,
     .match = mg_header_match,
-    .dispose = mg_header_dispose,
+    .dispose = mg__field_dispose,
     .describe = mg_header_describe,
-    .binds = mg_header_binds,
+    .binds = mg__field_binds,
 };

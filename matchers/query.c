@@ -56,30 +56,16 @@ static int mg_query_match(const mg_matcher_t *self, mg_ctx_t *ctx)
     return f->op == MG_FIELD_PRESENT && !f->present;
 }
 
-static void mg_query_dispose(mg_matcher_t *self)
-{
-    mg_field_t *f = self->data;
-    if (f == NULL)
-        return;
-    mg__field_dispose(f);
-    free(f);
-}
-
 static size_t mg_query_describe(const mg_matcher_t *self, char *buf, size_t size)
 {
     return mg__field_describe(self->data, "query", buf, size);
-}
-
-static int mg_query_binds(const mg_matcher_t *self, mg_str_t name)
-{
-    return mg__field_binds(self->data, name);
 }
 
 const mg_matcher_ops_t mg_matcher_query = {
     .name = "query",
     .compile = mg_query_compile,
     .match = mg_query_match,
-    .dispose = mg_query_dispose,
+    .dispose = mg__field_dispose,
     .describe = mg_query_describe,
-    .binds = mg_query_binds,
+    .binds = mg__field_binds,
 };

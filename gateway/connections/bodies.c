@@ -8,7 +8,7 @@
  * the head of a request with a body is complete, before any of the body is read: the body's
  * announced length (max_request_body when it announces none: chunked, HTTP/2 without
  * content-length) is taken from the budget then, or h2o refuses the request with a 503 (marked
- * `overloaded`, with Retry-After, by proxy.c's filter of h2o's own responses). The bytes are
+ * `overloaded`, with Retry-After, by handler.c's filter of h2o's own responses). The bytes are
  * given back when h2o disposes the request, through a dispose callback in the request's pool:
  * after its response, or when its client leaves in the middle of the upload.
  */

@@ -1,6 +1,6 @@
 /*
  * One record per client connection, made at accept: what the connection caps, the idle reclaim
- * and the head deadline share (see conns.h for its fields).
+ * and the head deadline share (see internal.h for its fields).
  *
  * A connection is *waiting* while no request of it is in progress and it is not a WebSocket:
  * between two requests, or before its first one (TLS handshake included). The worker keeps its

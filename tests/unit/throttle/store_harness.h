@@ -253,9 +253,13 @@ static int h_check_windows(recorder_t *const *recs, int num_recs, int k, mg_quot
     for (int i = 0; i + (int)q.requests < n; i++)
         cr_assert(all[i + q.requests] - all[i] >= q.per_us, "key %d: %u admissions within %llu us (from %llu)", k, q.requests + 1,
                   (unsigned long long)(all[i + q.requests] - all[i]), (unsigned long long)all[i]);
-    /* and no under-admission: every window the run spans gave its N (give or take the edges) */
+    /* and no great under-admission: the windows the run spans gave about their N. Not exactly N
+     * each: a client thread that a loaded machine does not run for a while asks nothing, and a
+     * sliding window's freed places then go unused (the ASan build beside other jobs saw 91-96%).
+     * Over-admission above is the exact promise. */
     uint64_t span = n > 0 ? all[n - 1] - all[0] : 0;
-    cr_expect((uint64_t)n >= q.requests * (span / q.per_us), "key %d: %d admissions over %llu us", k, n, (unsigned long long)span);
+    cr_expect((uint64_t)n * 5 >= q.requests * (span / q.per_us) * 4, "key %d: %d admissions over %llu us", k, n,
+              (unsigned long long)span);
     return n;
 }
 

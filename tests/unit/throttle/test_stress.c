@@ -76,7 +76,8 @@ typedef struct hammer {
     mg_limiter_t *l;  /* the limiter hammered, or */
     mg_throttle_t *t; /* the table whose key "hot" is */
     mg_quota_t quota;
-    uint64_t per, until;
+    uint64_t per;
+    uint64_t run_for; /* us from the start, counted once every thread is up; UINT64_MAX: unbounded */
     size_t attempts, max_attempts;
     uint64_t *at; /* admissions */
     size_t n, cap;
@@ -90,9 +91,12 @@ static void *hammer_run(void *arg)
     hammer_t *h = arg;
     mg_decision_t d;
     pthread_barrier_wait(h->start);
+    /* counted from here, not from before the threads were made: a loaded machine may take longer
+     * than the whole run to start them */
+    uint64_t until = h->run_for == UINT64_MAX ? UINT64_MAX : mg_throttle_now() + h->run_for;
     for (; h->attempts < h->max_attempts; h->attempts++) {
         uint64_t now = mg_throttle_now();
-        if (now >= h->until)
+        if (now >= until)
             break;
         int r = h->l != NULL ? mg_limiter_acquire(h->l, now, &d)
                              : mg_throttle_acquire(h->t, "hot", 3, h->quota, 1, MG_THROTTLE_NO_CEILING, now, &d);
@@ -112,9 +116,9 @@ static void *hammer_run(void *arg)
     return NULL;
 }
 
-/* Runs THREADS hammers on `l` (or key "hot" of `t` under `q`) until `until` or `attempts`
- * each; returns all admissions. */
-static uint64_t *hammer_all(mg_limiter_t *l, mg_throttle_t *t, mg_quota_t q, hammer_t *h, uint64_t until, size_t attempts,
+/* Runs THREADS hammers on `l` (or key "hot" of `t` under `q`) for `run_for` us once all are up,
+ * or `attempts` each; returns all admissions. */
+static uint64_t *hammer_all(mg_limiter_t *l, mg_throttle_t *t, mg_quota_t q, hammer_t *h, uint64_t run_for, size_t attempts,
                             size_t *total)
 {
     pthread_barrier_t start;
@@ -122,7 +126,7 @@ static uint64_t *hammer_all(mg_limiter_t *l, mg_throttle_t *t, mg_quota_t q, ham
     size_t cap = (size_t)q.requests * (run_us / q.per_us + 2);
     for (int i = 0; i < THREADS; i++) {
         h[i] = (hammer_t){
-            .start = &start, .l = l, .t = t, .quota = q, .per = q.per_us, .until = until, .max_attempts = attempts, .cap = cap};
+            .start = &start, .l = l, .t = t, .quota = q, .per = q.per_us, .run_for = run_for, .max_attempts = attempts, .cap = cap};
         h[i].at = malloc(cap * sizeof(uint64_t));
         h[i].oldest = malloc(MAX_REJECTIONS * sizeof(uint64_t));
         cr_assert(h[i].at != NULL && h[i].oldest != NULL);
@@ -161,7 +165,7 @@ static void hammer_and_check(mg_limiter_t *l, mg_throttle_t *t, mg_quota_t q, co
 {
     hammer_t h[THREADS];
     size_t total, attempts = 0, rejections = 0;
-    uint64_t *all = hammer_all(l, t, q, h, mg_throttle_now() + run_us, MAX_ATTEMPTS, &total);
+    uint64_t *all = hammer_all(l, t, q, h, run_us, MAX_ATTEMPTS, &total);
     check_windows(all, total, q.requests, q.per_us, what);
     for (int i = 0; i < THREADS; i++) {
         attempts += h[i].attempts;
@@ -224,7 +228,6 @@ typedef struct admission {
 typedef struct shared {
     mg_throttle_t *t;
     pthread_barrier_t start;
-    uint64_t until;
     _Atomic uint64_t gen;
     size_t evicted, requotas;
 } shared_t;
@@ -263,9 +266,10 @@ static void *tenant_worker_run(void *arg)
     tenant_worker_t *w = arg;
     char key[9];
     pthread_barrier_wait(&w->s->start);
+    uint64_t until = mg_throttle_now() + run_us; /* from the start, as in hammer_run */
     for (; w->attempts < MAX_ATTEMPTS; w->attempts++) {
         uint64_t now = mg_throttle_now(), gen = atomic_load(&w->s->gen);
-        if (now >= w->s->until)
+        if (now >= until)
             break;
         w->rng = w->rng * 6364136223846793005u + 1442695040888963407u;
         uint32_t k = (uint32_t)(w->rng >> 33) % KEYS;
@@ -291,7 +295,7 @@ static void *evictor_run(void *arg)
 {
     shared_t *s = arg;
     pthread_barrier_wait(&s->start);
-    while (mg_throttle_now() < s->until) {
+    for (uint64_t until = mg_throttle_now() + run_us; mg_throttle_now() < until;) {
         s->evicted += mg_throttle_evict(s->t, mg_throttle_now());
         sleep_us(200);
     }
@@ -302,7 +306,7 @@ static void *requota_run(void *arg)
 {
     shared_t *s = arg;
     pthread_barrier_wait(&s->start);
-    while (mg_throttle_now() < s->until) {
+    for (uint64_t until = mg_throttle_now() + run_us; mg_throttle_now() < until;) {
         uint64_t gen = atomic_fetch_add(&s->gen, 1) + 1;
         mg_throttle_requota(s->t, quota_of, s, gen, mg_throttle_now());
         s->requotas++;
@@ -317,7 +321,6 @@ Test(stress, a_table_under_threads_with_evictions_and_quota_changes_is_exact, .t
     shared_t s = {.t = mg_throttle_new(), .gen = 1};
     cr_assert(s.t != NULL);
     pthread_barrier_init(&s.start, NULL, WORKERS + 2);
-    s.until = mg_throttle_now() + run_us;
     tenant_worker_t w[WORKERS];
     size_t cap = KEYS * 8 * (run_us / 1000 + 2);
     for (int i = 0; i < WORKERS; i++) {

@@ -22,19 +22,3 @@ Test(url, refuses_what_does_not_fit)
     cr_expect_eq(mg_url_build(out, sizeof(out), "http://h:1", MG_STR("/a"), MG_STR("q=")), 15);
     cr_expect_eq(mg_url_build(out, sizeof(out), "http://h:1", MG_STR("/a"), MG_STR("q=1")), -1);
 }
-
-Test(url, method_classes)
-{
-    const char *idem[] = {"GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"};
-    for (size_t i = 0; i < 6; i++)
-        cr_expect(mg_method_is_idempotent(mg_str(idem[i], strlen(idem[i]))), "%s", idem[i]);
-    cr_expect(!mg_method_is_idempotent(MG_STR("POST")));
-    cr_expect(!mg_method_is_idempotent(MG_STR("PATCH")));
-    cr_expect(!mg_method_is_idempotent(MG_STR("get")));
-    cr_expect(!mg_method_is_idempotent(MG_STR("GETX")));
-    const char *writes[] = {"POST", "PUT", "PATCH", "DELETE"};
-    for (size_t i = 0; i < 4; i++)
-        cr_expect(mg_method_is_write(mg_str(writes[i], strlen(writes[i]))), "%s", writes[i]);
-    cr_expect(!mg_method_is_write(MG_STR("GET")));
-    cr_expect(!mg_method_is_write(MG_STR("HEAD")));
-}
