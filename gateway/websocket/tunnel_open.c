@@ -186,7 +186,7 @@ static void on_connected(void *arg, h2o_socket_t *sock, mg_attempt_result_t resu
     h2o_socket_write(sock, line, 3, on_handshake_sent);
 }
 
-/* Connects to the server of this attempt (backend/connect.c). */
+/* Connects to the server of this attempt (mg_backend_connect, the builtin client's). */
 static void connect_next(mg_ws_tunnel_t *t)
 {
     const mg_server_conf_t *server = mg_backend_server(t->backend, t->first_server, t->attempt);
