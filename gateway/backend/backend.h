@@ -16,11 +16,14 @@
  */
 
 /* The server a request starts with (index in b->servers): the primary for a write under
- * primary_for_writes, the first under first_available, else the next in the weighted round robin.
+ * primary_for_writes, the first under first_available, else the next in the weighted round robin;
+ * servers that may not get new requests (health.c) are passed over. MG_NO_SERVER when none may
+ * (then 503 no-healthy-server), unless the backend has `panic: true` and some are only unhealthy.
  * Connect failures go on to the following servers (mg_backend_server). */
 size_t mg_backend_first_server(mg_backend_conf_t *b, mg_str_t method);
 /* The server of attempt `attempt` (0 for the first) of a request that started on `first`:
- * retries walk on from the first choice, round the list. */
+ * retries walk on from the first choice, round the list, past the servers that may not get new
+ * requests. NULL when there is no such server left. */
 const mg_server_conf_t *mg_backend_server(const mg_backend_conf_t *b, size_t first, unsigned attempt);
 /* Whether a connect failure of `attempt` (0 for the first) may go on to the next server:
  * idempotent methods only, at most `retries` times and num_servers - 1 times, never for a write
@@ -49,6 +52,50 @@ static inline int mg_attempt_never_connected(mg_attempt_result_t result)
 {
     return result == MG_ATTEMPT_NOT_CONNECTED || result == MG_ATTEMPT_CONNECT_TIMEOUT;
 }
+
+/* ---------------------------------------------------------------------------------------
+ * Server health (health.c): one word per server shared by all workers, kept across reloads that
+ * keep the server
+ */
+
+/* What an operator set (POST /backends/.../drain|disable|enable). */
+typedef enum mg_server_admin {
+    MG_SERVER_ADMIN_ENABLED,
+    MG_SERVER_ADMIN_DRAINING, /* no new requests; those in flight and WebSocket sessions finish */
+    MG_SERVER_ADMIN_DISABLED, /* no new requests */
+} mg_server_admin_t;
+
+typedef enum mg_server_state {
+    MG_SERVER_HEALTHY,
+    MG_SERVER_EJECTED,   /* by the passive checks, until a time */
+    MG_SERVER_UNHEALTHY, /* by the active checks */
+    MG_SERVER_DRAINING,
+    MG_SERVER_DISABLED,
+} mg_server_state_t;
+
+/* Index of "no server may be used" (mg_backend_first_server). */
+#define MG_NO_SERVER ((size_t)-1)
+
+/* The clock of the health words, in ms (monotonic, never 0); tests replace it. */
+extern uint64_t (*mg_health_clock)(void);
+
+/* Binds every server of `conf` to its health word: the one it had if the configuration bound last
+ * had it, else a fresh one. Called before `conf` is published. 0, or -1 when out of memory (then
+ * nothing changed). */
+int mg_backend_bind_health(mg_config_t *conf);
+/* The state of `s` at `now_ms`; *until_ms (when not NULL) gets the end of its last ejection. */
+mg_server_state_t mg_server_state(const mg_server_conf_t *s, uint64_t now_ms, uint64_t *until_ms);
+/* 1 when `s` may get a new request: healthy, or (`panic`) only unhealthy or ejected. */
+int mg_server_usable(const mg_server_conf_t *s, uint64_t now_ms, int panic);
+/* An attempt at `s` ended (`status`: the response's, when `result` is MG_ATTEMPT_OK): counts it for
+ * the backend's outlier rules; 1 when this ejected the server. Any thread. */
+int mg_server_report(const mg_server_conf_t *s, mg_attempt_result_t result, int status);
+void mg_server_set_admin(const mg_server_conf_t *s, mg_server_admin_t admin);
+void mg_server_set_unhealthy(const mg_server_conf_t *s, int unhealthy);
+uint64_t mg_server_ejections(const mg_server_conf_t *s);
+/* When no server of `b` is usable: how long until one may be (the soonest end of an ejection; 1 s
+ * when none is ejected), for Retry-After. */
+uint64_t mg_backend_retry_after_ms(const mg_backend_conf_t *b, uint64_t now_ms);
 
 /* ---------------------------------------------------------------------------------------
  * What a backend gets (headers.c)

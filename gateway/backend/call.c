@@ -21,6 +21,8 @@ struct mg_call {
     int status;
     size_t first_server;
     unsigned attempt;
+    const mg_server_conf_t *server; /* of the attempt */
+    unsigned no_server : 1;         /* none was usable: the timeout timer answers 503 at once */
 };
 
 static int on_head(void *arg, int status, h2o_iovec_t reason, const mg_backend_header_t *fields, size_t num_fields)
@@ -69,7 +71,9 @@ static const mg_exchange_callbacks_t exchange_callbacks;
 
 static int start_attempt(mg_call_t *c)
 {
-    mg_exchange_request_t xr = {.server = mg_backend_server(c->spec.backend, c->first_server, c->attempt),
+    if ((c->server = mg_backend_server(c->spec.backend, c->first_server, c->attempt)) == NULL)
+        return -1;
+    mg_exchange_request_t xr = {.server = c->server,
                                 .method = mg_str(c->spec.method, strlen(c->spec.method)),
                                 .path = c->spec.path,
                                 .query = c->spec.query,
@@ -87,6 +91,7 @@ static void on_done(void *arg, mg_attempt_result_t result, const char *detail)
 {
     mg_call_t *c = arg;
     c->x = NULL;
+    mg_server_report(c->server, result, c->status);
     switch (result) {
     case MG_ATTEMPT_OK:
         finish(c, c->status, NULL);
@@ -121,6 +126,12 @@ static const mg_exchange_callbacks_t exchange_callbacks = {on_head, on_body, on_
 static void on_timeout(mg_timer_t *timer)
 {
     mg_call_t *c = H2O_STRUCT_FROM_MEMBER(mg_call_t, timeout, timer);
+    if (c->no_server) {
+        finish(c, 503, "no-healthy-server");
+        return;
+    }
+    if (c->x != NULL)
+        mg_server_report(c->server, MG_ATTEMPT_TIMED_OUT, 0);
     finish(c, 504, "the backend did not respond within the timeout");
 }
 
@@ -137,6 +148,12 @@ mg_call_t *mg_call_start(mg_worker_t *w, const mg_call_spec_t *spec, mg_call_don
     h2o_buffer_init(&c->body, &h2o_socket_buffer_prototype);
     c->first_server = mg_backend_first_server(spec->backend, mg_str(spec->method, strlen(spec->method)));
     mg_timer_init(&c->timeout, &w->timers, on_timeout);
+    if (c->first_server == MG_NO_SERVER) {
+        /* every server is out: the answer comes at once, but on the loop as the contract says */
+        c->no_server = 1;
+        mg_timer_set(&c->timeout, 0);
+        return c;
+    }
     if (start_attempt(c) != 0) {
         call_free(c);
         return NULL;

@@ -12,6 +12,7 @@
 
 struct mg_backend_connect {
     mg_worker_t *w;
+    const mg_server_conf_t *server;
     mg_backend_connected_t done;
     void *arg;
     uint64_t timeout_ms;
@@ -36,6 +37,8 @@ static void finish(mg_backend_connect_t *c, mg_attempt_result_t result)
     mg_backend_connected_t done = c->done;
     void *arg = c->arg;
     h2o_socket_t *sock = result == MG_ATTEMPT_OK ? c->sock : NULL;
+    /* a connection is all this side sees: a success is one for the outlier rules too */
+    mg_server_report(c->server, result, 0);
     if (sock != NULL) {
         sock->data = NULL;
         c->sock = NULL;
@@ -113,7 +116,7 @@ mg_backend_connect_t *mg_backend_connect(mg_worker_t *w, const mg_server_conf_t 
     mg_backend_connect_t *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return NULL;
-    *c = (mg_backend_connect_t){.w = w, .done = done, .arg = arg, .timeout_ms = timeout_ms};
+    *c = (mg_backend_connect_t){.w = w, .server = server, .done = done, .arg = arg, .timeout_ms = timeout_ms};
     mg_timer_init(&c->timer, &w->timers, on_timeout);
     if (start(c, server->url) != 0) {
         connect_free(c);

@@ -53,6 +53,7 @@ typedef struct mg_forward {
     size_t num_headers;
     size_t first_server;
     unsigned attempt;
+    const mg_server_conf_t *server; /* of the attempt running, or of the last one */
     /* the response head */
     int status;
     h2o_iovec_t reason;
@@ -216,9 +217,10 @@ static const mg_exchange_callbacks_t exchange_callbacks;
 static int start_attempt(mg_forward_t *f)
 {
     mg_request_t *r = f->r;
-    if (f->attempt == 0)
-        f->first_server = mg_backend_first_server(f->backend, r->send_method);
     const mg_server_conf_t *server = mg_backend_server(f->backend, f->first_server, f->attempt);
+    if (server == NULL)
+        return -1;
+    f->server = server;
     r->server = server->url;
     /* made once, unless the Host of an HTTP/1.0 client that sent none is the server's */
     if (f->headers == NULL || r->host.len == 0)
@@ -312,6 +314,7 @@ static void on_done(void *arg, mg_attempt_result_t result, const char *detail)
     mg_forward_t *f = arg;
     f->x = NULL;
     mg_timer_cancel(&f->timeout);
+    mg_server_report(f->server, result, f->status);
     if (f->r->req == NULL) {
         /* the client is gone: nobody gets the response, the dispose frees it */
         transfer_over(f);
@@ -330,6 +333,8 @@ static const mg_exchange_callbacks_t exchange_callbacks = {on_head, on_body, on_
 static void on_timeout(mg_timer_t *timer)
 {
     mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, timeout, timer);
+    if (f->x != NULL)
+        mg_server_report(f->server, MG_ATTEMPT_TIMED_OUT, 0);
     release_exchange(f);
     if (f->state < MG_FORWARD_STREAMING)
         fail(f, 504, "backend-timeout", "the backend did not respond within the timeout");
@@ -383,6 +388,14 @@ void mg_forward_start(mg_request_t *r, void (*over)(mg_request_t *r))
     f->over = over;
     if (!headers_are_safe(r->req)) {
         fail(f, 400, "bad-request", "a request header value contains CR, LF or NUL");
+        return;
+    }
+    if ((f->first_server = mg_backend_first_server(f->backend, r->send_method)) == MG_NO_SERVER) {
+        /* every server is out (ejected, unhealthy, drained, disabled): say so at once rather than
+         * make the client wait for a connect timeout */
+        mg_forward_cancel(r);
+        mg_request_send_retry(r, 503, "no-healthy-server", "no server of the backend is healthy",
+                              mg_backend_retry_after_ms(f->backend, mg_health_clock()) * 1000);
         return;
     }
     mg_timer_set(&f->timeout, f->backend->timeout_ms);

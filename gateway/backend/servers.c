@@ -34,18 +34,63 @@ static int pinned_to_primary(const mg_backend_conf_t *b, mg_str_t method)
     return b->balance == MG_BALANCE_PRIMARY_FOR_WRITES && mg_method_is_write(method);
 }
 
-size_t mg_backend_first_server(mg_backend_conf_t *b, mg_str_t method)
+/* The next usable server on the round-robin schedule. A server out draws the next turn, so that
+ * its share spreads over the others by their weights rather than falling on its successor. */
+static size_t next_on_schedule(mg_backend_conf_t *b, uint64_t now, int panic)
+{
+    for (size_t k = 0; k < b->schedule_len; k++) {
+        size_t i = b->schedule[atomic_fetch_add_explicit(&b->next, 1, memory_order_relaxed) % b->schedule_len];
+        if (mg_server_usable(&b->servers[i], now, panic))
+            return i;
+    }
+    return MG_NO_SERVER;
+}
+
+static size_t first_usable(mg_backend_conf_t *b, mg_str_t method, uint64_t now, int panic)
 {
     if (pinned_to_primary(b, method))
-        return b->primary_index;
-    if (b->balance == MG_BALANCE_FIRST_AVAILABLE)
-        return 0;
-    return b->schedule[atomic_fetch_add_explicit(&b->next, 1, memory_order_relaxed) % b->schedule_len];
+        return mg_server_usable(&b->servers[b->primary_index], now, panic) ? b->primary_index : MG_NO_SERVER;
+    if (b->balance == MG_BALANCE_FIRST_AVAILABLE) {
+        for (size_t i = 0; i < b->num_servers; i++)
+            if (mg_server_usable(&b->servers[i], now, panic))
+                return i;
+        return MG_NO_SERVER;
+    }
+    return next_on_schedule(b, now, panic);
+}
+
+size_t mg_backend_first_server(mg_backend_conf_t *b, mg_str_t method)
+{
+    uint64_t now = mg_health_clock();
+    size_t i = first_usable(b, method, now, 0);
+    /* panic (Envoy's): when every server is out for its health, trust none of the checks */
+    if (i == MG_NO_SERVER && b->panic)
+        i = first_usable(b, method, now, 1);
+    return i;
+}
+
+/* The `nth` usable server after `first`, round the list; MG_NO_SERVER when there are fewer. */
+static size_t nth_usable_after(const mg_backend_conf_t *b, size_t first, unsigned nth, uint64_t now, int panic)
+{
+    for (size_t k = 1; k < b->num_servers; k++) {
+        size_t i = (first + k) % b->num_servers;
+        if (mg_server_usable(&b->servers[i], now, panic) && --nth == 0)
+            return i;
+    }
+    return MG_NO_SERVER;
 }
 
 const mg_server_conf_t *mg_backend_server(const mg_backend_conf_t *b, size_t first, unsigned attempt)
 {
-    return &b->servers[(first + attempt) % b->num_servers];
+    if (first >= b->num_servers)
+        return NULL;
+    if (attempt == 0)
+        return &b->servers[first];
+    uint64_t now = mg_health_clock();
+    size_t i = nth_usable_after(b, first, attempt, now, 0);
+    if (i == MG_NO_SERVER && b->panic)
+        i = nth_usable_after(b, first, attempt, now, 1);
+    return i != MG_NO_SERVER ? &b->servers[i] : NULL;
 }
 
 int mg_backend_may_retry(const mg_backend_conf_t *b, unsigned attempt, mg_str_t method)

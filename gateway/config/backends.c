@@ -135,7 +135,7 @@ static void parse_server(mg_config_loader_t *cl, mg_backend_conf_t *backend, con
         free(normalized);
         return;
     }
-    backend->servers[backend->num_servers++] = (mg_server_conf_t){normalized, weight};
+    backend->servers[backend->num_servers++] = (mg_server_conf_t){.url = normalized, .weight = weight, .backend = backend};
 }
 
 /*
@@ -239,10 +239,54 @@ static void parse_primary(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
         backend->primary_index = (size_t)index;
 }
 
+/* A share written "50%" (or a bare 50), 0 to 100: its percent in *out, else an error. */
+static void read_percent(mg_config_loader_t *cl, const mg_node_t *map, const char *key, unsigned *out)
+{
+    const mg_node_t *node = mg_node_get(map, key);
+    const char *s;
+    char *end;
+
+    if (node == NULL || mg_node_to_str(node, &s, cl->errs) != 0)
+        return;
+    unsigned long v = strtoul(s, &end, 10);
+    if (end == s || *s == '-' || *s == '+' || (*end == '%' && end[1] != '\0') || (*end != '%' && *end != '\0') || v > 100) {
+        mg_errors_add(cl->errs, node, "%s must be a percentage from 0%% to 100%% (like 50%%)", key);
+        return;
+    }
+    *out = (unsigned)v;
+}
+
+/* outlier: {consecutive_failures, consecutive_5xx, eject_for, max_eject_for, max_ejected}; the
+ * key present (even as {}) turns passive checks on with Envoy-like defaults. */
+static void parse_outlier(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *map)
+{
+    static const char *const keys[] = {"consecutive_failures", "consecutive_5xx", "eject_for",
+                                       "max_eject_for",        "max_ejected",     NULL};
+    const mg_node_t *node = mg_node_get(map, "outlier");
+    mg_outlier_conf_t *o = &backend->outlier;
+
+    if (node == NULL || mg_node_expect(node, MG_NODE_MAPPING, cl->errs) != 0)
+        return;
+    *o = (mg_outlier_conf_t){
+        .consecutive_failures = 5, .eject_for_ms = 30000, .max_eject_for_ms = 300000, .max_ejected_percent = 50};
+    mg_node_check_keys(node, keys, cl->errs);
+    mg__config_read_uint(cl, node, "consecutive_failures", 0, MG_MAX_IN_FLIGHT, &o->consecutive_failures);
+    mg__config_read_uint(cl, node, "consecutive_5xx", 0, MG_MAX_IN_FLIGHT, &o->consecutive_5xx);
+    mg__config_read_duration(cl, node, "eject_for", 1, &o->eject_for_ms);
+    mg__config_read_duration(cl, node, "max_eject_for", 1, &o->max_eject_for_ms);
+    read_percent(cl, node, "max_ejected", &o->max_ejected_percent);
+    if (o->max_eject_for_ms < o->eject_for_ms) {
+        const mg_node_t *at = mg_node_get(node, "max_eject_for");
+        mg_errors_add(cl->errs, at != NULL ? at : node, "max_eject_for must not be shorter than eject_for");
+    }
+}
+
 static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *key, const mg_node_t *map)
 {
-    static const char *const keys[] = {"servers", "balance",       "primary",       "connect_timeout",    "timeout",
-                                       "retries", "max_in_flight", "queue_timeout", "max_queued_per_key", NULL};
+    static const char *const keys[] = {"servers",         "balance",       "primary",
+                                       "connect_timeout", "timeout",       "retries",
+                                       "max_in_flight",   "queue_timeout", "max_queued_per_key",
+                                       "outlier",         "panic",         NULL};
 
     /* Named even when invalid, so that routes using it do not add "unknown backend" noise. */
     backend->name = mg__config_copy_str(cl, key, key->u.scalar.str);
@@ -266,6 +310,10 @@ static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
     mg__config_read_uint(cl, map, "max_in_flight", 0, MG_MAX_IN_FLIGHT, &backend->max_in_flight);
     mg__config_read_duration(cl, map, "queue_timeout", 1, &backend->queue_timeout_ms);
     mg__config_read_uint(cl, map, "max_queued_per_key", 0, MG_MAX_IN_FLIGHT, &backend->max_queued_per_key);
+    parse_outlier(cl, backend, map);
+    const mg_node_t *panic = mg_node_get(map, "panic");
+    if (panic != NULL)
+        mg_node_to_bool(panic, &backend->panic, cl->errs);
 }
 
 void mg__config_parse_backends(mg_config_loader_t *cl, const mg_node_t *root)

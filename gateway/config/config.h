@@ -29,7 +29,20 @@ typedef struct mg_listen_conf {
 typedef struct mg_server_conf {
     char *url; /* "http://host:port" with an optional path prefix, no trailing '/' */
     unsigned weight;
+    struct mg_backend_conf *backend; /* the backend it belongs to */
+    /* its health, shared by all workers and kept across reloads that keep the server
+     * (gateway/backend/health.c binds it); NULL: not bound (unit tests), always usable */
+    struct mg_server_health *health;
 } mg_server_conf_t;
+
+/* outlier: passive health checks (gateway/backend/health.c). */
+typedef struct mg_outlier_conf {
+    unsigned consecutive_failures; /* connect failures, resets, timeouts in a row that eject; 0: off */
+    unsigned consecutive_5xx;      /* 5xx responses in a row that eject; 0: off */
+    uint64_t eject_for_ms;         /* the first ejection; doubled on each repeat ... */
+    uint64_t max_eject_for_ms;     /* ... up to this */
+    unsigned max_ejected_percent;  /* at most this share of the servers ejected at once (at least one) */
+} mg_outlier_conf_t;
 
 typedef enum mg_balance {
     MG_BALANCE_ROUND_ROBIN,
@@ -55,6 +68,8 @@ typedef struct mg_backend_conf {
     unsigned max_queued_per_key;    /* waiting requests of one ordering key, session or client; 0: no share */
     struct mg_backend_sched *sched; /* the backend's scheduler, owned by the gateway (dispatch.c); NULL in tests */
     atomic_size_t next;             /* round-robin cursor shared by all workers */
+    mg_outlier_conf_t outlier;      /* all zero (off) unless `outlier:` is given */
+    int panic;                      /* no usable server: use the unhealthy ones anyway (else 503 no-healthy-server) */
 } mg_backend_conf_t;
 
 typedef struct mg_limits_conf {

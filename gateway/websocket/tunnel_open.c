@@ -190,7 +190,8 @@ static void on_connected(void *arg, h2o_socket_t *sock, mg_attempt_result_t resu
 static void connect_next(mg_ws_tunnel_t *t)
 {
     const mg_server_conf_t *server = mg_backend_server(t->backend, t->first_server, t->attempt);
-    if ((t->connecting = mg_backend_connect(t->w, server, t->backend->connect_timeout_ms, on_connected, t)) == NULL)
+    if (server == NULL ||
+        (t->connecting = mg_backend_connect(t->w, server, t->backend->connect_timeout_ms, on_connected, t)) == NULL)
         connect_failed(t, 0);
 }
 
@@ -261,6 +262,12 @@ void mg_ws_tunnel_start(mg_request_t *r)
         mg_request_send_error(r, 400, "bad-request", why);
         return;
     }
+    size_t first = mg_backend_first_server(r->route->forward.backend, r->send_method);
+    if (first == MG_NO_SERVER) {
+        mg_request_send_retry(r, 503, "no-healthy-server", "no server of the backend is healthy",
+                              mg_backend_retry_after_ms(r->route->forward.backend, mg_health_clock()) * 1000);
+        return;
+    }
     mg_ws_tunnel_t *t = calloc(1, sizeof(*t));
     if (t == NULL) {
         mg_request_send_error(r, 503, "backend-unavailable", "out of memory");
@@ -272,7 +279,7 @@ void mg_ws_tunnel_start(mg_request_t *r)
     t->backend = r->route->forward.backend;
     t->up.from_client = 1;
     t->up.rd.max_message = t->conf->websocket.max_message_size;
-    t->first_server = mg_backend_first_server(t->backend, r->send_method);
+    t->first_server = first;
     memcpy(t->key, key.base, key.len);
     snprintf(t->route, sizeof(t->route), "%s", r->route->name != NULL ? r->route->name : "");
     mg_timer_init(&t->timer, &t->w->timers, on_handshake_timeout);

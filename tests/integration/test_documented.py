@@ -33,6 +33,7 @@ SECTIONS = {
     "limits": (("limits",), {}),
     "listen": (("listen", "*"), {"address": None}),  # the base listener, see base_config
     "backends": (("backends", "*"), {"servers": ["http://127.0.0.1:9"]}),
+    "Server health": (("backends", "*", "outlier"), {}),
     "tenants": (("tenants",), {"identify": [{"header": "X-Tenant-Id"}]}),
     "routes": (("routes", "*"), ROUTE),
     "bridge": (("routes", "*", "bridge"), {"backend": "app", "method": "POST"}),

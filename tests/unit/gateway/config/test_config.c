@@ -185,6 +185,31 @@ Test(config, backend_defaults)
     cr_assert_eq(b->schedule_len, 1);
     cr_assert_eq(b->schedule[0], 0);
     cr_assert_eq(atomic_load(&b->next), 0);
+    cr_assert_eq(b->outlier.consecutive_failures, 0, "passive checks are off without outlier:");
+    cr_assert_eq(b->outlier.consecutive_5xx, 0);
+    cr_assert_eq(b->panic, 0);
+    cr_assert_eq(b->servers[0].backend, b);
+}
+
+Test(config, outlier_defaults_and_values)
+{
+    load(BASE "backends:\n  crm:\n    servers: [\"http://127.0.0.1:9001\"]\n    outlier: {}\n"
+              "  api:\n    servers: [\"http://127.0.0.1:9002\"]\n    panic: true\n"
+              "    outlier: {consecutive_failures: 0, consecutive_5xx: 3, eject_for: 5s, max_eject_for: 1m, max_ejected: 100%}\n");
+    const mg_outlier_conf_t *o = &conf->backends[0].outlier;
+    cr_assert_eq(o->consecutive_failures, 5);
+    cr_assert_eq(o->consecutive_5xx, 0);
+    cr_assert_eq(o->eject_for_ms, 30000);
+    cr_assert_eq(o->max_eject_for_ms, 300000);
+    cr_assert_eq(o->max_ejected_percent, 50);
+    cr_assert_eq(conf->backends[0].panic, 0);
+    o = &conf->backends[1].outlier;
+    cr_assert_eq(o->consecutive_failures, 0);
+    cr_assert_eq(o->consecutive_5xx, 3);
+    cr_assert_eq(o->eject_for_ms, 5000);
+    cr_assert_eq(o->max_eject_for_ms, 60000);
+    cr_assert_eq(o->max_ejected_percent, 100);
+    cr_assert_eq(conf->backends[1].panic, 1);
 }
 
 static const char full[] = "listen:\n"
@@ -582,6 +607,21 @@ static const bad_config_t bad_configs[] = {
     {BACKEND("{servers: [\"http://a:1\"], timeout: fast}"),
      "gw.yaml:2:43: invalid duration 'fast' (expected e.g. 250ms, 5s, 2m, 1h)"},
     {BACKEND("{servers: [\"http://a:1\"], timeuot: 1s}"), "gw.yaml:2:34: unknown key 'timeuot' (did you mean 'timeout'?)"},
+    {BACKEND("{servers: [\"http://a:1\"], outlier: 5}"), "gw.yaml:2:43: expected a mapping, got a scalar"},
+    {BACKEND("{servers: [\"http://a:1\"], outlier: {consecutive_failure: 5}}"),
+     "gw.yaml:2:44: unknown key 'consecutive_failure' (did you mean 'consecutive_failures'?)"},
+    {BACKEND("{servers: [\"http://a:1\"], outlier: {consecutive_failures: -1}}"),
+     "gw.yaml:2:66: expected an integer between 0 and 1000000, got '-1'"},
+    {BACKEND("{servers: [\"http://a:1\"], outlier: {eject_for: 0s}}"), "gw.yaml:2:55: eject_for must be greater than 0"},
+    {BACKEND("{servers: [\"http://a:1\"], outlier: {eject_for: 1m, max_eject_for: 30s}}"),
+     "gw.yaml:2:74: max_eject_for must not be shorter than eject_for"},
+    {BACKEND("{servers: [\"http://a:1\"], outlier: {max_ejected: 101%}}"),
+     "gw.yaml:2:57: max_ejected must be a percentage from 0% to 100% (like 50%)"},
+    {BACKEND("{servers: [\"http://a:1\"], outlier: {max_ejected: half}}"),
+     "gw.yaml:2:57: max_ejected must be a percentage from 0% to 100% (like 50%)"},
+    {BACKEND("{servers: [\"http://a:1\"], outlier: {max_ejected: 5%%}}"),
+     "gw.yaml:2:57: max_ejected must be a percentage from 0% to 100% (like 50%)"},
+    {BACKEND("{servers: [\"http://a:1\"], panic: maybe}"), "gw.yaml:2:41: expected true or false, got 'maybe'"},
     {"backends:\n  \"\": {servers: [\"http://a:1\"]}\n" BASE, "gw.yaml:2:3: backend names must not be empty"},
     /* admin */
     {"admin: \":9901\"\n" BASE, "gw.yaml:1:8: expected a mapping, got a scalar"},

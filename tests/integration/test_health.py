@@ -1,0 +1,158 @@
+"""Server health: outlier ejection (passive checks), 503 no-healthy-server, panic, and the
+health state across reloads (issue 16)."""
+
+import json
+import socket
+import statistics
+import threading
+import time
+
+from support import free_port, gateway_config, request
+
+API = {"name": "api", "match": {"path": {"prefix": "/api"}}, "forward": "b"}
+
+
+class Resetter:
+    """A 'server' on `port` that accepts and closes at once (a crashed process behind a live
+    listener): each attempt is a reset, which a retry does not cover. Counts connections."""
+
+    def __init__(self, port):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(64)
+        self.connections = 0
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        self.sock.settimeout(0.05)
+        while not self._stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            conn.close()
+
+    def stop(self):
+        self._stop = True
+        self._thread.join(timeout=5)
+        self.sock.close()
+
+
+def backend_of(resp):
+    return json.loads(resp)["backend"]
+
+
+def test_passive_ejection_stops_traffic_to_a_dead_server(start_gateway, backend_factory):
+    one, two, three = backend_factory("one"), backend_factory("two"), backend_factory("three")
+    backends = {"b": {"servers": [one.url, two.url, three.url], "connect_timeout": "1s", "retries": 2,
+                      "outlier": {"consecutive_failures": 3, "eject_for": "30s"}}}
+    gw = start_gateway(gateway_config(free_port(), backends=backends, routes=[API]))
+    for i in range(9):
+        assert request(gw.port, "GET", f"/api/warm{i}")[0] == 200
+
+    # the server's process dies but something still accepts on its port: every attempt there is
+    # a reset, which no retry covers; the passive checks must take it out after 3
+    port = two.port
+    two.stop()
+    dead = Resetter(port)
+    try:
+        statuses = []
+        for i in range(60):
+            status, headers, resp = request(gw.port, "GET", f"/api/load{i}")
+            statuses.append(status)
+            if status == 200:
+                assert backend_of(resp) in ("one", "three")
+        assert dead.connections <= 3, f"{dead.connections} attempts went to the dead server"
+        # (a reset before the request went out may count as a connect failure, which a retry hides)
+        assert 1 <= statuses.count(502) <= dead.connections, statuses
+        assert statuses[-50:] == [200] * 50, statuses  # once ejected, nobody sees a 502
+    finally:
+        dead.stop()
+
+
+def test_refused_connections_eject_and_retries_hide_the_window(start_gateway, backend_factory):
+    one, two, three = backend_factory("one"), backend_factory("two"), backend_factory("three")
+    backends = {"b": {"servers": [one.url, two.url, three.url], "connect_timeout": "1s", "retries": 2,
+                      "outlier": {"consecutive_failures": 2, "eject_for": "30s"}}}
+    gw = start_gateway(gateway_config(free_port(), backends=backends, routes=[API]))
+    two.stop()
+    seen = [request(gw.port, "GET", f"/api/r{i}") for i in range(60)]
+    assert [s for s, _, _ in seen] == [200] * 60, "a refused connect is retried on the next server"
+    names = [backend_of(b) for _, _, b in seen]
+    assert abs(names.count("one") - names.count("three")) <= 3, names  # the others share its load
+
+
+def test_no_healthy_server_is_a_fast_503_until_the_ejection_ends(start_gateway):
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    backends = {"b": {"servers": [dead], "connect_timeout": "1s",
+                      "outlier": {"consecutive_failures": 2, "eject_for": "1s", "max_eject_for": "4s"}}}
+    gw = start_gateway(gateway_config(free_port(), backends=backends, routes=[API]))
+    assert [request(gw.port, "GET", "/api/x")[0] for _ in range(2)] == [502, 502]
+
+    times = []
+    for i in range(20):
+        t0 = time.monotonic()
+        status, headers, body = request(gw.port, "GET", f"/api/fast{i}")
+        times.append(time.monotonic() - t0)
+        assert status == 503 and headers["X-Matchgate-Error"] == "no-healthy-server", (status, body)
+        assert headers["Retry-After"] == "1"
+    assert statistics.median(times) < 0.010, times
+
+    # the ejection ends: the next request tries the server (half-open), fails, and the server is
+    # out again for twice as long
+    time.sleep(1.1)
+    status, headers, _ = request(gw.port, "GET", "/api/probe")
+    assert (status, headers["X-Matchgate-Error"]) == (502, "backend-unavailable")
+    status, headers, _ = request(gw.port, "GET", "/api/again")
+    assert (status, headers["X-Matchgate-Error"]) == (503, "no-healthy-server")
+    assert headers["Retry-After"] == "2"
+
+
+def test_panic_uses_unhealthy_servers_anyway(start_gateway):
+    dead = f"http://127.0.0.1:{free_port()}"
+    backends = {"b": {"servers": [dead], "connect_timeout": "1s", "panic": True,
+                      "outlier": {"consecutive_failures": 1}}}
+    gw = start_gateway(gateway_config(free_port(), backends=backends, routes=[API]))
+    for i in range(4):
+        status, headers, _ = request(gw.port, "GET", f"/api/p{i}")
+        assert (status, headers["X-Matchgate-Error"]) == (502, "backend-unavailable")
+
+
+def test_the_bridge_and_the_tunnel_get_503_too(start_gateway):
+    dead = f"http://127.0.0.1:{free_port()}"
+    backends = {"b": {"servers": [dead], "connect_timeout": "1s", "outlier": {"consecutive_failures": 1}}}
+    routes = [{"name": "ws", "match": {"path": "/ws"}, "forward": "b"}, API]
+    gw = start_gateway(gateway_config(free_port(), backends=backends, routes=routes))
+    assert request(gw.port, "GET", "/api/x")[0] == 502
+    upgrade = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+               "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    status, headers, _ = request(gw.port, "GET", "/ws", headers=upgrade)
+    assert (status, headers["X-Matchgate-Error"]) == (503, "no-healthy-server")
+    assert int(headers["Retry-After"]) >= 1
+
+
+def test_a_reload_keeping_the_server_keeps_its_ejection(start_gateway, backend_factory):
+    live = backend_factory("live")
+    dead = f"http://127.0.0.1:{free_port()}"
+    cfg = gateway_config(free_port(), routes=[API],
+                         backends={"b": {"servers": [dead], "connect_timeout": "1s",
+                                         "outlier": {"consecutive_failures": 1, "eject_for": "1m"}}})
+    gw = start_gateway(cfg)
+    assert request(gw.port, "GET", "/api/x")[0] == 502
+    assert request(gw.port, "GET", "/api/x")[0] == 503
+
+    cfg["backends"]["b"]["timeout"] = "5s"  # same server: its ejection stays
+    gw.write_config(cfg)
+    gw.reload()
+    status, headers, _ = request(gw.port, "GET", "/api/x")
+    assert (status, headers["X-Matchgate-Error"]) == (503, "no-healthy-server")
+
+    cfg["backends"]["b"]["servers"] = [live.url]  # another server: it starts healthy
+    gw.write_config(cfg)
+    gw.reload()
+    assert request(gw.port, "GET", "/api/x")[0] == 200
