@@ -141,6 +141,7 @@ struct mg_gateway {
     atomic_uint_fast64_t generation; /* conf->generation, readable without the lock */
     atomic_uint_fast64_t reloads_ok, reloads_failed;
     atomic_int stopping; /* SIGTERM/SIGINT received: /healthz answers 503 */
+    struct mg_prober *prober; /* the active health checks' thread (backend/prober.c) */
     /* settings fixed at start (a reload keeps them), readable from any thread */
     unsigned num_workers;
     size_t num_listeners;

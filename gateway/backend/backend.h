@@ -97,6 +97,14 @@ uint64_t mg_server_ejections(const mg_server_conf_t *s);
  * when none is ejected), for Retry-After. */
 uint64_t mg_backend_retry_after_ms(const mg_backend_conf_t *b, uint64_t now_ms);
 
+/* The active health checks (prober.c): one thread for the process, started once the workers
+ * run. `acquire` gives the current configuration with a reference for the prober (which releases
+ * it). NULL when it cannot start (then no active checks run). */
+typedef struct mg_prober mg_prober_t;
+mg_prober_t *mg_prober_start(mg_config_t *(*acquire)(void *arg), void *arg);
+/* Stops the checks running and joins the thread. NULL: nothing to do. */
+void mg_prober_stop(mg_prober_t *p);
+
 /* ---------------------------------------------------------------------------------------
  * What a backend gets (headers.c)
  */

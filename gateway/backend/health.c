@@ -27,8 +27,6 @@
 #define UNTIL_SHIFT 8
 #define MAX_STREAK 20
 
-typedef struct mg_server_health mg_server_health_t;
-
 struct mg_server_health {
     char *backend, *url;
     uint64_t bound_gen;      /* the bind that last found the server in the configuration */
@@ -37,6 +35,13 @@ struct mg_server_health {
     atomic_uint fives;       /* 5xx responses in a row */
     atomic_uint streak;      /* ejections in a row (each one doubles the next) */
     atomic_ullong ejections; /* ever */
+    /* the active checks: written by the prober thread only */
+    uint64_t next_check_ms;
+    unsigned ok_run, fail_run; /* checks in a row */
+    int probing;
+    atomic_ullong last_check_ms; /* 0: never */
+    atomic_int last_status;      /* of the last check; 0: no response */
+    atomic_ullong transitions;   /* changes of the active verdict */
     struct mg_server_health *next;
 };
 
@@ -274,6 +279,8 @@ int mg_backend_bind_health(mg_config_t *conf)
                 mg_server_health_t *h = find(b->name, b->servers[j].url);
                 if (h->bound_gen != bind_gen - 1)
                     entry_reset(h);
+                if (b->health.path == NULL) /* no active checks (any more): their verdict goes */
+                    word_set(h, UNHEALTHY_BIT, 0);
                 h->bound_gen = bind_gen;
                 b->servers[j].health = h;
             }
@@ -281,4 +288,44 @@ int mg_backend_bind_health(mg_config_t *conf)
     }
     pthread_mutex_unlock(&lock);
     return rc;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The active checks' side (prober.c, its own thread)
+ */
+
+int mg__health_check_due(mg_server_health_t *h, uint64_t now_ms, uint64_t interval_ms)
+{
+    if (h->probing || h->next_check_ms > now_ms)
+        return 0;
+    h->probing = 1;
+    h->next_check_ms = now_ms + interval_ms;
+    return 1;
+}
+
+int mg__health_check_done(mg_server_health_t *h, int ok, int status, unsigned healthy, unsigned unhealthy, uint64_t now_ms)
+{
+    h->probing = 0;
+    atomic_store_explicit(&h->last_check_ms, now_ms, memory_order_relaxed);
+    atomic_store_explicit(&h->last_status, status, memory_order_relaxed);
+    h->ok_run = ok ? h->ok_run + 1 : 0;
+    h->fail_run = ok ? 0 : h->fail_run + 1;
+    int down = (atomic_load_explicit(&h->word, memory_order_relaxed) & UNHEALTHY_BIT) != 0;
+    if (down && h->ok_run >= healthy) {
+        word_set(h, UNHEALTHY_BIT, 0);
+        atomic_fetch_add_explicit(&h->transitions, 1, memory_order_relaxed);
+        return 1;
+    }
+    if (!down && h->fail_run >= unhealthy) {
+        word_set(h, UNHEALTHY_BIT, UNHEALTHY_BIT);
+        atomic_fetch_add_explicit(&h->transitions, 1, memory_order_relaxed);
+        return -1;
+    }
+    return 0;
+}
+
+void mg__health_names(const mg_server_health_t *h, const char **backend, const char **url)
+{
+    *backend = h->backend;
+    *url = h->url;
 }

@@ -281,12 +281,100 @@ static void parse_outlier(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
     }
 }
 
+/* expect: "200-399", "200" or 200: the statuses a check accepts. */
+static void read_expect(mg_config_loader_t *cl, const mg_node_t *map, mg_health_conf_t *h)
+{
+    const mg_node_t *node = mg_node_get(map, "expect");
+    const char *s;
+    char *end, *end2;
+
+    if (node == NULL || mg_node_to_str(node, &s, cl->errs) != 0)
+        return;
+    unsigned long lo = strtoul(s, &end, 10), hi = lo;
+    if (end != s && *end == '-')
+        hi = strtoul(end + 1, &end2, 10), end = end2 == end + 1 ? end : end2;
+    if (end == s || *end != '\0' || *s < '0' || *s > '9' || lo < 100 || hi > 599 || lo > hi) {
+        mg_errors_add(cl->errs, node, "expect must be a status or a range of statuses between 100 and 599 (like 200-399)");
+        return;
+    }
+    h->expect_min = (unsigned)lo;
+    h->expect_max = (unsigned)hi;
+}
+
+static void read_health_headers(mg_config_loader_t *cl, const mg_node_t *map, mg_health_conf_t *h)
+{
+    const mg_node_t *node = mg_node_get(map, "headers");
+    if (node == NULL || mg_node_expect(node, MG_NODE_MAPPING, cl->errs) != 0)
+        return;
+    if ((h->headers = calloc(node->u.mapping.size + 1, sizeof(*h->headers))) == NULL)
+        return;
+    for (size_t i = 0; i < node->u.mapping.size; i++) {
+        const mg_node_t *k = node->u.mapping.pairs[i].key, *v = node->u.mapping.pairs[i].value;
+        const char *value;
+        if (mg_node_to_str(v, &value, cl->errs) != 0)
+            continue;
+        if (!mg_is_token(k->u.scalar.str, k->u.scalar.len) || !mg_is_field_value(value, strlen(value))) {
+            mg_errors_add(cl->errs, k, "invalid header '%s' for the health check", k->u.scalar.str);
+            continue;
+        }
+        if (asprintf(&h->headers[h->num_headers], "%s: %s", k->u.scalar.str, value) >= 0)
+            h->num_headers++;
+    }
+}
+
+/* health: {path, interval, timeout, healthy, unhealthy, expect, host, headers}: active checks. */
+static void parse_health(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *map)
+{
+    static const char *const keys[] = {"path", "interval", "timeout", "healthy", "unhealthy", "expect", "host", "headers", NULL};
+    const mg_node_t *node = mg_node_get(map, "health"), *path;
+    mg_health_conf_t *h = &backend->health;
+    const char *s;
+
+    if (node == NULL || mg_node_expect(node, MG_NODE_MAPPING, cl->errs) != 0)
+        return;
+    mg_node_check_keys(node, keys, cl->errs);
+    h->interval_ms = 5000;
+    h->timeout_ms = 1000;
+    h->healthy = 2;
+    h->unhealthy = 3;
+    h->expect_min = 200;
+    h->expect_max = 399;
+    if ((path = mg_node_require(node, "path", cl->errs)) != NULL && mg_node_to_str(path, &s, cl->errs) == 0) {
+        if (s[0] != '/' || strpbrk(s, " \t\r\n#") != NULL)
+            mg_errors_add(cl->errs, path, "health path must start with '/' and hold no spaces or '#'");
+        else
+            h->path = mg__config_copy_str(cl, path, s);
+    }
+    mg__config_read_duration(cl, node, "interval", 1, &h->interval_ms);
+    mg__config_read_duration(cl, node, "timeout", 1, &h->timeout_ms);
+    mg__config_read_uint(cl, node, "healthy", 1, 1000, &h->healthy);
+    mg__config_read_uint(cl, node, "unhealthy", 1, 1000, &h->unhealthy);
+    read_expect(cl, node, h);
+    const mg_node_t *host = mg_node_get(node, "host");
+    if (host != NULL && mg_node_to_str(host, &s, cl->errs) == 0) {
+        if (s[0] == '\0' || !mg_is_field_value(s, strlen(s)) || strpbrk(s, " \t/") != NULL)
+            mg_errors_add(cl->errs, host, "health host must be a host name");
+        else
+            h->host = mg__config_copy_str(cl, host, s);
+    }
+    read_health_headers(cl, node, h);
+}
+
 static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *key, const mg_node_t *map)
 {
-    static const char *const keys[] = {"servers",         "balance",       "primary",
-                                       "connect_timeout", "timeout",       "retries",
-                                       "max_in_flight",   "queue_timeout", "max_queued_per_key",
-                                       "outlier",         "panic",         NULL};
+    static const char *const keys[] = {"servers",
+                                       "balance",
+                                       "primary",
+                                       "connect_timeout",
+                                       "timeout",
+                                       "retries",
+                                       "max_in_flight",
+                                       "queue_timeout",
+                                       "max_queued_per_key",
+                                       "outlier",
+                                       "panic",
+                                       "health",
+                                       NULL};
 
     /* Named even when invalid, so that routes using it do not add "unknown backend" noise. */
     backend->name = mg__config_copy_str(cl, key, key->u.scalar.str);
@@ -311,6 +399,7 @@ static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
     mg__config_read_duration(cl, map, "queue_timeout", 1, &backend->queue_timeout_ms);
     mg__config_read_uint(cl, map, "max_queued_per_key", 0, MG_MAX_IN_FLIGHT, &backend->max_queued_per_key);
     parse_outlier(cl, backend, map);
+    parse_health(cl, backend, map);
     const mg_node_t *panic = mg_node_get(map, "panic");
     if (panic != NULL)
         mg_node_to_bool(panic, &backend->panic, cl->errs);
@@ -343,4 +432,9 @@ void mg__config_backend_free(mg_backend_conf_t *backend)
     free(backend->schedule);
     free(backend->primary);
     free(backend->name);
+    free(backend->health.path);
+    free(backend->health.host);
+    for (size_t i = 0; i < backend->health.num_headers; i++)
+        free(backend->health.headers[i]);
+    free(backend->health.headers);
 }

@@ -50,6 +50,17 @@ typedef enum mg_balance {
     MG_BALANCE_FIRST_AVAILABLE,
 } mg_balance_t;
 
+/* health: active checks (gateway/backend/prober.c). */
+typedef struct mg_health_conf {
+    char *path; /* NULL: no active checks */
+    uint64_t interval_ms, timeout_ms;
+    unsigned healthy, unhealthy;     /* checks in a row that turn a server healthy / unhealthy */
+    unsigned expect_min, expect_max; /* statuses that pass */
+    char *host;                      /* NULL: the server's */
+    char **headers;                  /* "Name: value" lines */
+    size_t num_headers;
+} mg_health_conf_t;
+
 typedef struct mg_backend_conf {
     char *name;
     mg_server_conf_t *servers;
@@ -69,6 +80,7 @@ typedef struct mg_backend_conf {
     struct mg_backend_sched *sched; /* the backend's scheduler, owned by the gateway (dispatch.c); NULL in tests */
     atomic_size_t next;             /* round-robin cursor shared by all workers */
     mg_outlier_conf_t outlier;      /* all zero (off) unless `outlier:` is given */
+    mg_health_conf_t health;
     int panic;                      /* no usable server: use the unhealthy ones anyway (else 503 no-healthy-server) */
 } mg_backend_conf_t;
 

@@ -33,7 +33,8 @@ SECTIONS = {
     "limits": (("limits",), {}),
     "listen": (("listen", "*"), {"address": None}),  # the base listener, see base_config
     "backends": (("backends", "*"), {"servers": ["http://127.0.0.1:9"]}),
-    "Server health": (("backends", "*", "outlier"), {}),
+    "Passive checks: outlier": (("backends", "*", "outlier"), {}),
+    "Active checks: health": (("backends", "*", "health"), {"path": "/healthz"}),
     "tenants": (("tenants",), {"identify": [{"header": "X-Tenant-Id"}]}),
     "routes": (("routes", "*"), ROUTE),
     "bridge": (("routes", "*", "bridge"), {"backend": "app", "method": "POST"}),

@@ -156,3 +156,91 @@ def test_a_reload_keeping_the_server_keeps_its_ejection(start_gateway, backend_f
     gw.write_config(cfg)
     gw.reload()
     assert request(gw.port, "GET", "/api/x")[0] == 200
+
+
+# --------------------------------------------------------------------------------------
+# Active checks
+
+
+def health_lines(gw):
+    out = []
+    for line in gw.stderr().splitlines():
+        if line.startswith("{") and '"health_check"' in line:
+            out.append(json.loads(line))
+    return out
+
+
+def wait_for_line(gw, state, server, timeout):
+    from support import wait_until
+    return wait_until(lambda: [l for l in health_lines(gw) if l["state"] == state and l["server"] == server], timeout)
+
+
+def app_requests(backend):
+    return [r for r in backend.received() if r.path != "/healthz"]
+
+
+def test_active_checks_take_a_server_out_and_bring_it_back(start_gateway, backend_factory):
+    one, two, three = backend_factory("one"), backend_factory("two"), backend_factory("three")
+    health = {"path": "/healthz", "interval": "200ms", "timeout": "500ms", "healthy": 2, "unhealthy": 2,
+              "host": "check.internal", "headers": {"X-Check": "yes"}}
+    backends = {"b": {"servers": [one.url, two.url, three.url], "connect_timeout": "1s", "health": health}}
+    gw = start_gateway(gateway_config(free_port(), backends=backends, routes=[API], workers=2))
+
+    time.sleep(1.0)
+    checks = two.received("/healthz")
+    # one prober for the process, not one per worker: about 1 s / 200 ms checks
+    assert 3 <= len(checks) <= 7, len(checks)
+    headers = checks[0].headers
+    assert headers["host"] == "check.internal" and headers["x-check"] == "yes"
+    assert headers["user-agent"] == "matchgate-health-check"
+
+    two.health_status = 503
+    t0 = time.monotonic()
+    assert wait_for_line(gw, "unhealthy", two.url, 5.0), gw.stderr()
+    detect = time.monotonic() - t0
+    assert detect < 2 * 0.2 + 0.5, detect  # interval x unhealthy, and a tick
+    line = [l for l in health_lines(gw) if l["state"] == "unhealthy"][0]
+    assert line["backend"] == "b" and line["status"] == 503
+
+    before = len(app_requests(two))
+    statuses = [request(gw.port, "GET", f"/api/a{i}")[0] for i in range(30)]
+    assert statuses == [200] * 30
+    assert len(app_requests(two)) == before, "no request goes to an unhealthy server"
+
+    two.health_status = None
+    assert wait_for_line(gw, "healthy", two.url, 5.0), gw.stderr()
+    names = [backend_of(request(gw.port, "GET", f"/api/b{i}")[2]) for i in range(9)]
+    assert names.count("two") == 3, names
+
+
+def test_active_checks_of_a_dead_server_and_all_down(start_gateway, backend_factory):
+    one = backend_factory("one")
+    health = {"path": "/healthz", "interval": "100ms", "timeout": "200ms", "unhealthy": 1, "healthy": 1}
+    backends = {"b": {"servers": [one.url], "connect_timeout": "1s", "health": health}}
+    gw = start_gateway(gateway_config(free_port(), backends=backends, routes=[API]))
+    port = one.port
+    one.stop()
+    assert wait_for_line(gw, "unhealthy", one.url, 5.0), gw.stderr()
+    line = [l for l in health_lines(gw) if l["state"] == "unhealthy"][0]
+    assert "error" in line and "status" not in line
+    t0 = time.monotonic()
+    status, headers, _ = request(gw.port, "GET", "/api/x")
+    assert time.monotonic() - t0 < 0.1
+    assert (status, headers["X-Matchgate-Error"], headers["Retry-After"]) == (503, "no-healthy-server", "1")
+
+    again = backend_factory("again", port=port)  # the server restarts on its port
+    assert wait_for_line(gw, "healthy", again.url, 5.0), gw.stderr()
+    assert request(gw.port, "GET", "/api/y")[0] == 200
+
+
+def test_expect_decides_what_passes(start_gateway, backend_factory):
+    one = backend_factory("one")
+    one.health_status = 500
+    health = {"path": "/healthz", "interval": "100ms", "unhealthy": 1, "expect": "500-503"}
+    backends = {"b": {"servers": [one.url], "connect_timeout": "1s", "health": health}}
+    gw = start_gateway(gateway_config(free_port(), backends=backends, routes=[API]))
+    time.sleep(0.5)
+    assert len(one.received("/healthz")) >= 2
+    assert not health_lines(gw)
+    one.health_status = 200  # outside expect: a failure
+    assert wait_for_line(gw, "unhealthy", one.url, 5.0), gw.stderr()

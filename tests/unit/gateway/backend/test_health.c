@@ -258,3 +258,36 @@ Test(health, another_backend_with_the_same_url_has_its_own_word)
     cr_expect_eq(state(&f.servers[0]), MG_SERVER_EJECTED);
     cr_expect_eq(state(&g.servers[0]), MG_SERVER_HEALTHY);
 }
+
+Test(health, active_checks_need_their_runs_in_a_row)
+{
+    fixture_t f;
+    setup(&f, "n", 2, MG_BALANCE_ROUND_ROBIN);
+    mg_server_health_t *h = f.servers[0].health;
+    cr_assert(mg__health_check_due(h, fake_now, 5000));
+    cr_expect(!mg__health_check_due(h, fake_now + 6000, 5000), "never two checks of a server at once");
+    cr_expect_eq(mg__health_check_done(h, 0, 500, 2, 3, fake_now), 0);
+    cr_expect(!mg__health_check_due(h, fake_now + 4999, 5000));
+    cr_expect(mg__health_check_due(h, fake_now + 5000, 5000), "the interval runs from the last start");
+    cr_expect_eq(mg__health_check_done(h, 1, 200, 2, 3, fake_now), 0); /* a pass breaks the run */
+    const int runs[] = {0, 0, 0, 0, 0}, expected[] = {0, 0, -1, 0, 0};
+    for (size_t i = 0; i < 5; i++) {
+        mg__health_check_due(h, fake_now += 5000, 5000);
+        cr_expect_eq(mg__health_check_done(h, runs[i], 0, 2, 3, fake_now), expected[i], "check %zu", i);
+    }
+    cr_expect_eq(state(&f.servers[0]), MG_SERVER_UNHEALTHY);
+    cr_expect_eq(mg_backend_first_server(&f.b, MG_STR("GET")), 1);
+    mg__health_check_due(h, fake_now += 5000, 5000);
+    cr_expect_eq(mg__health_check_done(h, 1, 200, 2, 3, fake_now), 0);
+    cr_expect_eq(state(&f.servers[0]), MG_SERVER_UNHEALTHY, "one pass is not `healthy: 2`");
+    mg__health_check_due(h, fake_now += 5000, 5000);
+    cr_expect_eq(mg__health_check_done(h, 1, 200, 2, 3, fake_now), 1);
+    cr_expect_eq(state(&f.servers[0]), MG_SERVER_HEALTHY);
+
+    /* a reload that drops the backend's health: keys clears the verdict */
+    mg__health_check_due(h, fake_now += 5000, 5000);
+    mg__health_check_done(h, 0, 0, 1, 1, fake_now);
+    cr_expect_eq(state(&f.servers[0]), MG_SERVER_UNHEALTHY);
+    cr_assert_eq(mg_backend_bind_health(&f.conf), 0);
+    cr_expect_eq(state(&f.servers[0]), MG_SERVER_HEALTHY);
+}

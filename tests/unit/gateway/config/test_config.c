@@ -210,6 +210,36 @@ Test(config, outlier_defaults_and_values)
     cr_assert_eq(o->max_eject_for_ms, 60000);
     cr_assert_eq(o->max_ejected_percent, 100);
     cr_assert_eq(conf->backends[1].panic, 1);
+    cr_assert_null(conf->backends[0].health.path, "no active checks without health:");
+}
+
+Test(config, health_defaults_and_values)
+{
+    load(BASE "backends:\n  crm:\n    servers: [\"http://127.0.0.1:9001\"]\n    health: {path: /healthz}\n"
+              "  api:\n    servers: [\"http://127.0.0.1:9002\"]\n"
+              "    health: {path: /up, interval: 2s, timeout: 300ms, healthy: 1, unhealthy: 5, expect: 204, host: api.internal,"
+              " headers: {X-Check: \"1\"}}\n");
+    const mg_health_conf_t *h = &conf->backends[0].health;
+    cr_assert_str_eq(h->path, "/healthz");
+    cr_assert_eq(h->interval_ms, 5000);
+    cr_assert_eq(h->timeout_ms, 1000);
+    cr_assert_eq(h->healthy, 2);
+    cr_assert_eq(h->unhealthy, 3);
+    cr_assert_eq(h->expect_min, 200);
+    cr_assert_eq(h->expect_max, 399);
+    cr_assert_null(h->host);
+    cr_assert_eq(h->num_headers, 0);
+    h = &conf->backends[1].health;
+    cr_assert_str_eq(h->path, "/up");
+    cr_assert_eq(h->interval_ms, 2000);
+    cr_assert_eq(h->timeout_ms, 300);
+    cr_assert_eq(h->healthy, 1);
+    cr_assert_eq(h->unhealthy, 5);
+    cr_assert_eq(h->expect_min, 204);
+    cr_assert_eq(h->expect_max, 204);
+    cr_assert_str_eq(h->host, "api.internal");
+    cr_assert_eq(h->num_headers, 1);
+    cr_assert_str_eq(h->headers[0], "X-Check: 1");
 }
 
 static const char full[] = "listen:\n"
@@ -622,6 +652,21 @@ static const bad_config_t bad_configs[] = {
     {BACKEND("{servers: [\"http://a:1\"], outlier: {max_ejected: 5%%}}"),
      "gw.yaml:2:57: max_ejected must be a percentage from 0% to 100% (like 50%)"},
     {BACKEND("{servers: [\"http://a:1\"], panic: maybe}"), "gw.yaml:2:41: expected true or false, got 'maybe'"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {interval: 1s}}"), "gw.yaml:2:42: missing key 'path'"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {path: healthz}}"),
+     "gw.yaml:2:49: health path must start with '/' and hold no spaces or '#'"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {path: /h, interval: 0s}}"), "gw.yaml:2:63: interval must be greater than 0"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {path: /h, healthy: 0}}"),
+     "gw.yaml:2:62: expected an integer between 1 and 1000, got '0'"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {path: /h, expect: 200-99}}"),
+     "gw.yaml:2:61: expect must be a status or a range of statuses between 100 and 599 (like 200-399)"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {path: /h, expect: 2xx}}"),
+     "gw.yaml:2:61: expect must be a status or a range of statuses between 100 and 599 (like 200-399)"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {path: /h, host: \"a b\"}}"), "gw.yaml:2:59: health host must be a host name"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {path: /h, headers: {\"a b\": c}}}"),
+     "gw.yaml:2:63: invalid header 'a b' for the health check"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {path: /h, intervall: 1s}}"),
+     "gw.yaml:2:53: unknown key 'intervall' (did you mean 'interval'?)"},
     {"backends:\n  \"\": {servers: [\"http://a:1\"]}\n" BASE, "gw.yaml:2:3: backend names must not be empty"},
     /* admin */
     {"admin: \":9901\"\n" BASE, "gw.yaml:1:8: expected a mapping, got a scalar"},
