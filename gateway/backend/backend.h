@@ -90,6 +90,22 @@ int mg_server_usable(const mg_server_conf_t *s, uint64_t now_ms, int panic);
 /* An attempt at `s` ended (`status`: the response's, when `result` is MG_ATTEMPT_OK): counts it for
  * the backend's outlier rules; 1 when this ejected the server. Any thread. */
 int mg_server_report(const mg_server_conf_t *s, mg_attempt_result_t result, int status);
+/* An attempt at `s` starts / ends (whatever its end: done, failed, cancelled): in-flight and
+ * attempt counts. NULL: nothing. */
+void mg_server_attempt_started(const mg_server_conf_t *s);
+void mg_server_attempt_ended(const mg_server_conf_t *s);
+
+/* What GET /backends and /metrics show of a server. */
+typedef struct mg_server_stats {
+    uint64_t in_flight, attempts;
+    uint64_t responses[5];               /* 1xx .. 5xx */
+    uint64_t connect_failures, failures; /* failures: resets, timeouts, malformed responses */
+    uint64_t ejections, check_transitions;
+    uint64_t last_check_ms; /* mg_health_clock's; 0: never */
+    int last_check_status;  /* 0: no response */
+} mg_server_stats_t;
+void mg_server_stats(const mg_server_conf_t *s, mg_server_stats_t *out);
+
 void mg_server_set_admin(const mg_server_conf_t *s, mg_server_admin_t admin);
 void mg_server_set_unhealthy(const mg_server_conf_t *s, int unhealthy);
 uint64_t mg_server_ejections(const mg_server_conf_t *s);

@@ -46,8 +46,10 @@ static mg_body_taken_t on_body(void *arg, const char *data, size_t len)
 static void release(mg_call_t *c)
 {
     mg_timer_cancel(&c->timeout);
-    if (c->x != NULL)
+    if (c->x != NULL) {
         mg_exchange_cancel(c->x);
+        mg_server_attempt_ended(c->server);
+    }
     c->x = NULL;
 }
 
@@ -84,6 +86,8 @@ static int start_attempt(mg_call_t *c)
                                 .pool = &c->pool};
     h2o_buffer_consume(&c->body, c->body->size); /* a retry starts a new response */
     c->x = mg_exchange_start(c->w, &xr, &exchange_callbacks, c);
+    if (c->x != NULL)
+        mg_server_attempt_started(c->server);
     return c->x != NULL ? 0 : -1;
 }
 
@@ -91,6 +95,7 @@ static void on_done(void *arg, mg_attempt_result_t result, const char *detail)
 {
     mg_call_t *c = arg;
     c->x = NULL;
+    mg_server_attempt_ended(c->server);
     mg_server_report(c->server, result, c->status);
     switch (result) {
     case MG_ATTEMPT_OK:

@@ -23,6 +23,7 @@ struct mg_backend_connect {
 
 static void connect_free(mg_backend_connect_t *c)
 {
+    mg_server_attempt_ended(c->server);
     mg_timer_cancel(&c->timer);
     if (c->getaddr != NULL)
         h2o_hostinfo_getaddr_cancel(c->getaddr);
@@ -117,6 +118,7 @@ mg_backend_connect_t *mg_backend_connect(mg_worker_t *w, const mg_server_conf_t 
     if (c == NULL)
         return NULL;
     *c = (mg_backend_connect_t){.w = w, .server = server, .done = done, .arg = arg, .timeout_ms = timeout_ms};
+    mg_server_attempt_started(server);
     mg_timer_init(&c->timer, &w->timers, on_timeout);
     if (start(c, server->url) != 0) {
         connect_free(c);

@@ -235,6 +235,8 @@ static int start_attempt(mg_forward_t *f)
                                 .connect_timeout_ms = f->backend->connect_timeout_ms,
                                 .pool = &r->req->pool};
     f->x = mg_exchange_start(r->worker, &xr, &exchange_callbacks, f);
+    if (f->x != NULL)
+        mg_server_attempt_started(server);
     return f->x != NULL ? 0 : -1;
 }
 
@@ -314,6 +316,7 @@ static void on_done(void *arg, mg_attempt_result_t result, const char *detail)
     mg_forward_t *f = arg;
     f->x = NULL;
     mg_timer_cancel(&f->timeout);
+    mg_server_attempt_ended(f->server);
     mg_server_report(f->server, result, f->status);
     if (f->r->req == NULL) {
         /* the client is gone: nobody gets the response, the dispose frees it */
@@ -411,8 +414,10 @@ static void release_exchange(mg_forward_t *f)
     mg_client_watch_stop(&f->client_watch);
     if (h2o_linklist_is_linked(&f->flush_link))
         h2o_linklist_unlink(&f->flush_link);
-    if (f->x != NULL)
+    if (f->x != NULL) {
         mg_exchange_cancel(f->x);
+        mg_server_attempt_ended(f->server);
+    }
     f->x = NULL;
 }
 

@@ -42,6 +42,9 @@ struct mg_server_health {
     atomic_ullong last_check_ms; /* 0: never */
     atomic_int last_status;      /* of the last check; 0: no response */
     atomic_ullong transitions;   /* changes of the active verdict */
+    /* traffic, for GET /backends and /metrics */
+    atomic_llong in_flight;
+    atomic_ullong attempts, responses[5], connect_failures, other_failures;
     struct mg_server_health *next;
 };
 
@@ -182,6 +185,49 @@ static int count_in_a_row(atomic_uint *counter, unsigned threshold)
     return threshold != 0 && n >= threshold;
 }
 
+static void count_outcome(mg_server_health_t *h, mg_attempt_result_t result, int status)
+{
+    if (result == MG_ATTEMPT_OK && status >= 100 && status <= 599)
+        atomic_fetch_add_explicit(&h->responses[status / 100 - 1], 1, memory_order_relaxed);
+    else if (mg_attempt_never_connected(result))
+        atomic_fetch_add_explicit(&h->connect_failures, 1, memory_order_relaxed);
+    else if (result != MG_ATTEMPT_OK)
+        atomic_fetch_add_explicit(&h->other_failures, 1, memory_order_relaxed);
+}
+
+void mg_server_attempt_started(const mg_server_conf_t *s)
+{
+    if (s != NULL && s->health != NULL) {
+        atomic_fetch_add_explicit(&s->health->in_flight, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->health->attempts, 1, memory_order_relaxed);
+    }
+}
+
+void mg_server_attempt_ended(const mg_server_conf_t *s)
+{
+    if (s != NULL && s->health != NULL)
+        atomic_fetch_sub_explicit(&s->health->in_flight, 1, memory_order_relaxed);
+}
+
+void mg_server_stats(const mg_server_conf_t *s, mg_server_stats_t *out)
+{
+    mg_server_health_t *h = s->health;
+    memset(out, 0, sizeof(*out));
+    if (h == NULL)
+        return;
+    long long in_flight = atomic_load_explicit(&h->in_flight, memory_order_relaxed);
+    out->in_flight = in_flight > 0 ? (uint64_t)in_flight : 0;
+    out->attempts = atomic_load_explicit(&h->attempts, memory_order_relaxed);
+    for (size_t i = 0; i < 5; i++)
+        out->responses[i] = atomic_load_explicit(&h->responses[i], memory_order_relaxed);
+    out->connect_failures = atomic_load_explicit(&h->connect_failures, memory_order_relaxed);
+    out->failures = atomic_load_explicit(&h->other_failures, memory_order_relaxed);
+    out->ejections = atomic_load_explicit(&h->ejections, memory_order_relaxed);
+    out->check_transitions = atomic_load_explicit(&h->transitions, memory_order_relaxed);
+    out->last_check_ms = atomic_load_explicit(&h->last_check_ms, memory_order_relaxed);
+    out->last_check_status = atomic_load_explicit(&h->last_status, memory_order_relaxed);
+}
+
 int mg_server_report(const mg_server_conf_t *s, mg_attempt_result_t result, int status)
 {
     mg_server_health_t *h = s->health;
@@ -189,6 +235,7 @@ int mg_server_report(const mg_server_conf_t *s, mg_attempt_result_t result, int 
     int trip = 0;
     if (h == NULL || b == NULL || result == MG_ATTEMPT_ABORTED)
         return 0;
+    count_outcome(h, result, status);
     uint64_t now = mg_health_clock();
     if (until_of(word_of(s)) > now)
         return 0; /* attempts started before the ejection: it is decided already */

@@ -244,3 +244,109 @@ def test_expect_decides_what_passes(start_gateway, backend_factory):
     assert not health_lines(gw)
     one.health_status = 200  # outside expect: a failure
     assert wait_for_line(gw, "unhealthy", one.url, 5.0), gw.stderr()
+
+
+# --------------------------------------------------------------------------------------
+# Operating it: GET /backends, drain / disable / enable, per-server metrics
+
+
+def admin_of(cfg):
+    cfg["admin"] = {"address": f"127.0.0.1:{free_port()}"}
+    return cfg
+
+
+def servers_of(gw, backend="b"):
+    status, _, body = gw.admin_request("GET", "/backends")
+    assert status == 200
+    return [b for b in json.loads(body)["backends"] if b["name"] == backend][0]["servers"]
+
+
+def test_backends_lists_states_and_ejections(start_gateway, backend_factory):
+    one = backend_factory("one")
+    dead = f"http://127.0.0.1:{free_port()}"
+    backends = {"b": {"servers": [one.url, dead], "connect_timeout": "1s", "retries": 1,
+                      "outlier": {"consecutive_failures": 1, "eject_for": "1m"},
+                      "health": {"path": "/healthz", "interval": "100ms", "unhealthy": 100}}}
+    gw = start_gateway(admin_of(gateway_config(free_port(), backends=backends, routes=[API])))
+    for i in range(4):
+        assert request(gw.port, "GET", f"/api/x{i}")[0] == 200
+    time.sleep(0.3)
+    one_s, dead_s = servers_of(gw)
+    assert (one_s["index"], one_s["url"], one_s["state"], one_s["ejected_for_ms"]) == (0, one.url, "healthy", None)
+    assert one_s["requests"] >= 2 and one_s["responses"]["2xx"] == one_s["requests"] and one_s["in_flight"] == 0
+    assert one_s["last_check"]["status"] == 200
+    assert (dead_s["state"], dead_s["ejections"], dead_s["connect_failures"]) == ("ejected", 1, 1)
+    assert 50000 < dead_s["ejected_for_ms"] <= 60000
+    assert dead_s["last_check"]["status"] == 0
+
+    m = gw.metrics()
+    assert m[f'matchgate_server_ejections_total{{backend="b",server="{dead}"}}'] == 1
+    assert m[f'matchgate_server_state{{backend="b",server="{dead}",state="ejected"}}'] == 1
+    assert m[f'matchgate_server_state{{backend="b",server="{dead}",state="healthy"}}'] == 0
+    assert m[f'matchgate_server_state{{backend="b",server="{one.url}",state="healthy"}}'] == 1
+    assert m[f'matchgate_server_responses_total{{backend="b",server="{one.url}",class="2xx"}}'] >= one_s["requests"]
+    assert m[f'matchgate_server_connect_failures_total{{backend="b",server="{dead}"}}'] == 1
+
+
+def test_disable_and_enable_hold_across_a_reload(start_gateway, backend_factory):
+    one, two = backend_factory("one"), backend_factory("two")
+    cfg = admin_of(gateway_config(free_port(), backends={"b": [one.url, two.url]}, routes=[API]))
+    gw = start_gateway(cfg)
+    status, _, body = gw.admin_request("POST", "/backends/b/servers/1/disable")
+    assert status == 200 and json.loads(body)["state"] == "disabled"
+    names = [backend_of(request(gw.port, "GET", f"/api/d{i}")[2]) for i in range(6)]
+    assert names == ["one"] * 6
+
+    cfg["backends"]["b"]["timeout"] = "5s"
+    gw.write_config(cfg)
+    gw.reload()
+    assert servers_of(gw)[1]["state"] == "disabled"
+    assert [backend_of(request(gw.port, "GET", f"/api/e{i}")[2]) for i in range(4)] == ["one"] * 4
+
+    assert gw.admin_request("POST", "/backends/b/servers/0/disable")[0] == 200
+    status, headers, _ = request(gw.port, "GET", "/api/none")
+    assert (status, headers["X-Matchgate-Error"]) == (503, "no-healthy-server")
+
+    assert gw.admin_request("POST", "/backends/b/servers/1/enable")[0] == 200
+    assert gw.admin_request("POST", "/backends/b/servers/0/enable")[0] == 200
+    names = [backend_of(request(gw.port, "GET", f"/api/f{i}")[2]) for i in range(6)]
+    assert sorted(set(names)) == ["one", "two"]
+
+    for path, code in (("/backends/nope/servers/0/drain", 404), ("/backends/b/servers/2/drain", 404),
+                       ("/backends/b/servers/x/drain", 404), ("/backends/b/servers/0/explode", 404)):
+        assert gw.admin_request("POST", path)[0] == code, path
+
+
+def test_drain_keeps_an_open_websocket_session(start_gateway):
+    from wsbackend import WsBackend, connect, run
+    ws1, ws2 = WsBackend(), WsBackend()
+    try:
+        routes = [{"name": "ws", "match": {"all": [{"path": {"prefix": "/ws"}}, {"websocket": True}]},
+                   "actions": [{"rewrite_path": "${remainder}"}], "forward": "live"}]
+        port = free_port()
+        gw = start_gateway(admin_of(gateway_config(port, {"live": [ws1.url, ws2.url]}, routes)))
+        url = f"ws://127.0.0.1:{port}/ws/echo"
+
+        async def main():
+            async with connect(url) as ws:
+                await ws.send("before")
+                assert await ws.recv() == "before"
+                first = ws1 if len(ws1.handshakes) == 1 else ws2
+                other = ws2 if first is ws1 else ws1
+                index = 0 if first is ws1 else 1
+                status, _, body = gw.admin_request("POST", f"/backends/live/servers/{index}/drain")
+                assert status == 200 and json.loads(body)["state"] == "draining"
+                before = len(first.handshakes)
+                for i in range(6):  # new sessions go to the other server only
+                    async with connect(url) as other_ws:
+                        await other_ws.send(f"new {i}")
+                        assert await other_ws.recv() == f"new {i}"
+                assert len(first.handshakes) == before and len(other.handshakes) >= 6
+                for i in range(20):  # the drained server's session goes on
+                    await ws.send(f"after {i}")
+                    assert await ws.recv() == f"after {i}"
+
+        run(main())
+    finally:
+        ws1.stop()
+        ws2.stop()
