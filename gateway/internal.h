@@ -140,7 +140,7 @@ struct mg_gateway {
     pthread_mutex_t reload_lock;     /* one reload at a time */
     atomic_uint_fast64_t generation; /* conf->generation, readable without the lock */
     atomic_uint_fast64_t reloads_ok, reloads_failed;
-    atomic_int stopping; /* SIGTERM/SIGINT received: /healthz answers 503 */
+    atomic_int stopping;      /* SIGTERM/SIGINT received: /healthz answers 503 */
     struct mg_prober *prober; /* the active health checks' thread (backend/prober.c) */
     /* settings fixed at start (a reload keeps them), readable from any thread */
     unsigned num_workers;
@@ -201,6 +201,8 @@ typedef struct mg_request {
     struct mg_ws_tunnel *tunnel; /* non-NULL while a WebSocket upgrade waits for its backend */
     mg_decision_t limit;         /* the quota decision shown in RateLimit-* (has_limit) */
     int has_limit;
+    uint64_t balance_key; /* balance: hash: the hash of the backend's hash_key (has_balance_key) */
+    int has_balance_key;
 } mg_request_t;
 
 /* CLOCK_MONOTONIC in microseconds (mg_request_t.started_at). */

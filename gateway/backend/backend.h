@@ -21,6 +21,9 @@
  * (then 503 no-healthy-server), unless the backend has `panic: true` and some are only unhealthy.
  * Connect failures go on to the following servers (mg_backend_server). */
 size_t mg_backend_first_server(mg_backend_conf_t *b, mg_str_t method);
+/* Same, for balance: hash, with the hash of the request's hash_key (mg_ring_hash of its value,
+ * seed 0); NULL: none (then hash balances as round_robin). */
+size_t mg_backend_first_server_keyed(mg_backend_conf_t *b, mg_str_t method, const uint64_t *key);
 /* The server of attempt `attempt` (0 for the first) of a request that started on `first`:
  * retries walk on from the first choice, round the list, past the servers that may not get new
  * requests. NULL when there is no such server left. */
@@ -109,6 +112,8 @@ void mg_server_stats(const mg_server_conf_t *s, mg_server_stats_t *out);
 void mg_server_set_admin(const mg_server_conf_t *s, mg_server_admin_t admin);
 void mg_server_set_unhealthy(const mg_server_conf_t *s, int unhealthy);
 uint64_t mg_server_ejections(const mg_server_conf_t *s);
+/* Attempts at `s` not finished yet (0 when not bound). */
+uint64_t mg_server_in_flight(const mg_server_conf_t *s);
 /* When no server of `b` is usable: how long until one may be (the soonest end of an ejection; 1 s
  * when none is ejected), for Retry-After. */
 uint64_t mg_backend_retry_after_ms(const mg_backend_conf_t *b, uint64_t now_ms);

@@ -393,7 +393,8 @@ void mg_forward_start(mg_request_t *r, void (*over)(mg_request_t *r))
         fail(f, 400, "bad-request", "a request header value contains CR, LF or NUL");
         return;
     }
-    if ((f->first_server = mg_backend_first_server(f->backend, r->send_method)) == MG_NO_SERVER) {
+    if ((f->first_server = mg_backend_first_server_keyed(f->backend, r->send_method,
+                                                         r->has_balance_key ? &r->balance_key : NULL)) == MG_NO_SERVER) {
         /* every server is out (ejected, unhealthy, drained, disabled): say so at once rather than
          * make the client wait for a connect timeout */
         mg_forward_cancel(r);

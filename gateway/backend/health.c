@@ -203,6 +203,12 @@ void mg_server_attempt_started(const mg_server_conf_t *s)
     }
 }
 
+uint64_t mg_server_in_flight(const mg_server_conf_t *s)
+{
+    long long n = s->health != NULL ? atomic_load_explicit(&s->health->in_flight, memory_order_relaxed) : 0;
+    return n > 0 ? (uint64_t)n : 0;
+}
+
 void mg_server_attempt_ended(const mg_server_conf_t *s)
 {
     if (s != NULL && s->health != NULL)

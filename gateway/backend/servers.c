@@ -5,6 +5,7 @@
  * server may see (idempotent ones, never a write pinned to the primary), at most `retries` times.
  * The same rules for a forward, a bridge's call and a tunnel's upgrade.
  */
+#include <stdint.h>
 #include <string.h>
 #include "gateway/backend/internal.h"
 
@@ -46,27 +47,96 @@ static size_t next_on_schedule(mg_backend_conf_t *b, uint64_t now, int panic)
     return MG_NO_SERVER;
 }
 
-static size_t first_usable(mg_backend_conf_t *b, mg_str_t method, uint64_t now, int panic)
+/* A per-thread xorshift64*: the two choices need no shared state and no lock. */
+static uint64_t next_random(void)
+{
+    static _Thread_local uint64_t state;
+    if (state == 0)
+        state = (uint64_t)(uintptr_t)&state ^ mg_health_clock() * 0x9e3779b97f4a7c15ull ^ 1;
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return state * 0x2545f4914f6cdd1dull;
+}
+
+/* Power of two choices (least_request): two different servers drawn by weight (draws on the
+ * weighted schedule), the one with fewer attempts in flight per unit of weight wins (a tie: the
+ * first drawn). A server out is
+ * drawn again, a bounded number of times, then the schedule is walked. */
+static size_t least_request(mg_backend_conf_t *b, uint64_t now, int panic)
+{
+    size_t pick[2], got = 0;
+    for (size_t tries = 0; got < 2 && tries < 2 * b->schedule_len + 4; tries++) {
+        size_t i = b->schedule[next_random() % b->schedule_len];
+        /* two different servers: with two, drawing one twice would leave half the choices to chance */
+        if ((got == 0 || i != pick[0]) && mg_server_usable(&b->servers[i], now, panic))
+            pick[got++] = i;
+    }
+    if (got == 0)
+        return next_on_schedule(b, now, panic);
+    if (got == 1)
+        return pick[0];
+    /* compare in_flight / weight without dividing */
+    uint64_t a = mg_server_in_flight(&b->servers[pick[0]]) * b->servers[pick[1]].weight;
+    uint64_t c = mg_server_in_flight(&b->servers[pick[1]]) * b->servers[pick[0]].weight;
+    return c < a ? pick[1] : pick[0];
+}
+
+/* balance: hash: the server of the first point at or after the key's hash on the ring, round the
+ * ring; a server out passes its keys on to the next server on the ring (and gets them back when
+ * it returns, as the ring does not change). */
+static size_t on_ring(const mg_backend_conf_t *b, uint64_t key, uint64_t now, int panic)
+{
+    size_t lo = 0, hi = b->ring_len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (b->ring[mid].point < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t k = 0; k < b->ring_len; k++) {
+        size_t i = b->ring[(lo + k) % b->ring_len].server;
+        if (mg_server_usable(&b->servers[i], now, panic))
+            return i;
+    }
+    return MG_NO_SERVER;
+}
+
+static size_t first_usable(mg_backend_conf_t *b, mg_str_t method, const uint64_t *key, uint64_t now, int panic)
 {
     if (pinned_to_primary(b, method))
         return mg_server_usable(&b->servers[b->primary_index], now, panic) ? b->primary_index : MG_NO_SERVER;
-    if (b->balance == MG_BALANCE_FIRST_AVAILABLE) {
+    switch (b->balance) {
+    case MG_BALANCE_FIRST_AVAILABLE:
         for (size_t i = 0; i < b->num_servers; i++)
             if (mg_server_usable(&b->servers[i], now, panic))
                 return i;
         return MG_NO_SERVER;
+    case MG_BALANCE_LEAST_REQUEST:
+        return least_request(b, now, panic);
+    case MG_BALANCE_HASH:
+        if (key != NULL && b->ring_len != 0)
+            return on_ring(b, *key, now, panic);
+        return next_on_schedule(b, now, panic); /* no key (a bridge's call): round robin */
+    default:
+        return next_on_schedule(b, now, panic);
     }
-    return next_on_schedule(b, now, panic);
+}
+
+size_t mg_backend_first_server_keyed(mg_backend_conf_t *b, mg_str_t method, const uint64_t *key)
+{
+    uint64_t now = mg_health_clock();
+    size_t i = first_usable(b, method, key, now, 0);
+    /* panic (Envoy's): when every server is out for its health, trust none of the checks */
+    if (i == MG_NO_SERVER && b->panic)
+        i = first_usable(b, method, key, now, 1);
+    return i;
 }
 
 size_t mg_backend_first_server(mg_backend_conf_t *b, mg_str_t method)
 {
-    uint64_t now = mg_health_clock();
-    size_t i = first_usable(b, method, now, 0);
-    /* panic (Envoy's): when every server is out for its health, trust none of the checks */
-    if (i == MG_NO_SERVER && b->panic)
-        i = first_usable(b, method, now, 1);
-    return i;
+    return mg_backend_first_server_keyed(b, method, NULL);
 }
 
 /* The `nth` usable server after `first`, round the list; MG_NO_SERVER when there are fewer. */

@@ -194,7 +194,74 @@ static void parse_servers(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
  */
 
 /* In the order of mg_balance_t. */
-static const char *const balance_names[] = {"round_robin", "primary_for_writes", "first_available", NULL};
+static const char *const balance_names[] = {"round_robin", "primary_for_writes", "first_available", "least_request", "hash", NULL};
+
+/* FNV-1a, then splitmix64's finalizer: FNV alone leaves neighbouring keys ("t1", "t2") close. */
+uint64_t mg_ring_hash(const char *data, size_t len, uint64_t seed)
+{
+    uint64_t h = 1469598103934665603ull ^ seed;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)data[i]) * 1099511628211ull;
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+static int ring_cmp(const void *a, const void *b)
+{
+    const mg_ring_point_t *x = a, *y = b;
+    return x->point < y->point ? -1 : x->point > y->point;
+}
+
+/* A server's points depend on its URL only, not on its place in the list or on the others: so
+ * adding or removing a server moves only the keys that land on its points. */
+int mg_backend_build_ring(mg_backend_conf_t *b)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->num_servers; i++)
+        n += (size_t)MG_RING_VNODES * b->servers[i].weight;
+    mg_ring_point_t *ring = calloc(n != 0 ? n : 1, sizeof(*ring));
+    if (ring == NULL)
+        return -1;
+    n = 0;
+    for (size_t i = 0; i < b->num_servers; i++)
+        for (size_t v = 0; v < (size_t)MG_RING_VNODES * b->servers[i].weight; v++)
+            ring[n++] = (mg_ring_point_t){mg_ring_hash(b->servers[i].url, strlen(b->servers[i].url), v), i};
+    qsort(ring, n, sizeof(*ring), ring_cmp);
+    free(b->ring);
+    b->ring = ring;
+    b->ring_len = n;
+    return 0;
+}
+
+/* Captures are the route's: a backend's key may only use what every request has. */
+static int knows_no_capture(void *arg, mg_str_t name)
+{
+    return 0;
+}
+
+static void parse_hash_key(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *map)
+{
+    const mg_node_t *node = mg_node_get(map, "hash_key");
+    if (backend->balance != MG_BALANCE_HASH) {
+        if (node != NULL)
+            mg_errors_add(cl->errs, node, "hash_key is only used with balance: hash");
+        return;
+    }
+    if (node == NULL) {
+        mg_errors_add(cl->errs, map, "missing key 'hash_key' (required by balance: hash)");
+        return;
+    }
+    if (node->kind != MG_NODE_SCALAR) {
+        mg_node_expect(node, MG_NODE_SCALAR, cl->errs);
+        return;
+    }
+    backend->hash_key = mg_template_compile(node, MG_TARGET_HEADER, knows_no_capture, NULL, cl->errs);
+    if (backend->hash_key != NULL && backend->num_servers != 0 && mg_backend_build_ring(backend) != 0)
+        mg_errors_add(cl->errs, node, "out of memory");
+}
 
 static void parse_balance(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *map)
 {
@@ -212,7 +279,8 @@ static void parse_balance(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
     if ((guess = mg_closest_word(s, balance_names)) != NULL)
         mg_errors_add(cl->errs, node, "unknown balance '%s' (did you mean '%s'?)", s, guess);
     else
-        mg_errors_add(cl->errs, node, "unknown balance '%s' (expected round_robin, primary_for_writes or first_available)", s);
+        mg_errors_add(cl->errs, node,
+                      "unknown balance '%s' (expected round_robin, primary_for_writes, first_available, least_request or hash)", s);
 }
 
 /* The primary is named by URL, so it must match one of the servers after normalization. */
@@ -374,6 +442,7 @@ static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
                                        "outlier",
                                        "panic",
                                        "health",
+                                       "hash_key",
                                        NULL};
 
     /* Named even when invalid, so that routes using it do not add "unknown backend" noise. */
@@ -392,6 +461,7 @@ static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
     parse_servers(cl, backend, map);
     parse_balance(cl, backend, map);
     parse_primary(cl, backend, map);
+    parse_hash_key(cl, backend, map);
     mg__config_read_duration(cl, map, "connect_timeout", 1, &backend->connect_timeout_ms);
     mg__config_read_duration(cl, map, "timeout", 1, &backend->timeout_ms);
     mg__config_read_uint(cl, map, "retries", 0, MG_MAX_RETRIES, &backend->retries);
@@ -437,4 +507,6 @@ void mg__config_backend_free(mg_backend_conf_t *backend)
     for (size_t i = 0; i < backend->health.num_headers; i++)
         free(backend->health.headers[i]);
     free(backend->health.headers);
+    mg_template_free(backend->hash_key);
+    free(backend->ring);
 }

@@ -48,7 +48,18 @@ typedef enum mg_balance {
     MG_BALANCE_ROUND_ROBIN,
     MG_BALANCE_PRIMARY_FOR_WRITES,
     MG_BALANCE_FIRST_AVAILABLE,
+    MG_BALANCE_LEAST_REQUEST, /* power of two choices over in-flight attempts, weights honoured */
+    MG_BALANCE_HASH,          /* consistent hashing of hash_key on a ring with virtual nodes */
 } mg_balance_t;
+
+/* balance: hash: one point of the ring (mg_backend_conf_t.ring, sorted by point). */
+typedef struct mg_ring_point {
+    uint64_t point;
+    size_t server;
+} mg_ring_point_t;
+
+/* Virtual nodes per unit of weight on the ring. */
+#define MG_RING_VNODES 160
 
 /* health: active checks (gateway/backend/prober.c). */
 typedef struct mg_health_conf {
@@ -81,7 +92,10 @@ typedef struct mg_backend_conf {
     atomic_size_t next;             /* round-robin cursor shared by all workers */
     mg_outlier_conf_t outlier;      /* all zero (off) unless `outlier:` is given */
     mg_health_conf_t health;
-    int panic;                      /* no usable server: use the unhealthy ones anyway (else 503 no-healthy-server) */
+    struct mg_template *hash_key; /* balance: hash */
+    mg_ring_point_t *ring;        /* balance: hash: MG_RING_VNODES x weight points per server */
+    size_t ring_len;
+    int panic; /* no usable server: use the unhealthy ones anyway (else 503 no-healthy-server) */
 } mg_backend_conf_t;
 
 typedef struct mg_limits_conf {
@@ -241,6 +255,10 @@ unsigned mg_config_auto_max_connections(uint64_t nofile, unsigned workers, size_
 uint64_t mg_config_descriptors_needed(const mg_config_t *conf, unsigned max_connections);
 /* Frees the configuration whatever its references (--check, tests, a load that is dropped). */
 void mg_config_free(mg_config_t *conf);
+/* The 64-bit hash of the ring (balance: hash): of a key, or of a server's virtual node. */
+uint64_t mg_ring_hash(const char *data, size_t len, uint64_t seed);
+/* (Re)builds b->ring from its servers and weights. 0, or -1 when out of memory. */
+int mg_backend_build_ring(mg_backend_conf_t *b);
 /* Takes one more reference; returns `conf`. Any thread. */
 mg_config_t *mg_config_retain(mg_config_t *conf);
 /* Drops one reference; the last one frees the configuration. Any thread; NULL is ignored. */

@@ -262,7 +262,8 @@ void mg_ws_tunnel_start(mg_request_t *r)
         mg_request_send_error(r, 400, "bad-request", why);
         return;
     }
-    size_t first = mg_backend_first_server(r->route->forward.backend, r->send_method);
+    size_t first =
+        mg_backend_first_server_keyed(r->route->forward.backend, r->send_method, r->has_balance_key ? &r->balance_key : NULL);
     if (first == MG_NO_SERVER) {
         mg_request_send_retry(r, 503, "no-healthy-server", "no server of the backend is healthy",
                               mg_backend_retry_after_ms(r->route->forward.backend, mg_health_clock()) * 1000);

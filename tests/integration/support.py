@@ -217,6 +217,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _respond(self, rec):
         params = urllib.parse.parse_qs(rec.query)
         try:
+            if self.server.delay_ms:
+                time.sleep(self.server.delay_ms / 1000)
             if rec.path.endswith("/slow") or "/slow/" in rec.path:
                 time.sleep(int(params.get("ms", ["1000"])[0]) / 1000)
             if rec.path.endswith("/bytes"):
@@ -279,6 +281,7 @@ class Backend(ThreadingHTTPServer):
         self.url = f"http://127.0.0.1:{self.port}"
         self.extra_headers = []  # (name, value) added to echo responses
         self.health_status = None  # set: the status of GET /healthz (an active check's answer)
+        self.delay_ms = 0  # every response waits this long (a slow server)
         self.requests = []
         self._lock = threading.Lock()
         self.connections = 0  # TCP connections accepted so far

@@ -350,3 +350,56 @@ def test_drain_keeps_an_open_websocket_session(start_gateway):
     finally:
         ws1.stop()
         ws2.stop()
+
+
+# --------------------------------------------------------------------------------------
+# Balancing: hash and least_request
+
+
+def test_hash_keeps_a_tenant_on_one_server(start_gateway, backend_factory):
+    servers = [backend_factory(n) for n in ("one", "two", "three")]
+    backends = {"b": {"servers": [s.url for s in servers], "connect_timeout": "1s", "balance": "hash",
+                      "hash_key": "${header.X-Tenant}"}}
+    gw = start_gateway(gateway_config(free_port(), backends=backends, routes=[API]))
+    homes = {}
+    for i in range(500):
+        tenant = f"t{i % 25}"
+        status, _, body = request(gw.port, "GET", f"/api/h{i}", headers={"X-Tenant": tenant})
+        assert status == 200
+        homes.setdefault(tenant, set()).add(backend_of(body))
+    assert all(len(h) == 1 for h in homes.values()), homes
+    assert len({next(iter(h)) for h in homes.values()}) == 3, "25 tenants spread over the three servers"
+
+    # a server out: its tenants go elsewhere, the others stay; back: they come back
+    index = [s.name for s in servers].index(next(iter(homes["t0"])))
+    servers[index].stop()  # refused: the retry (and then the next choice on the ring) takes its keys
+    for i in range(25):
+        tenant = f"t{i}"
+        status, _, body = request(gw.port, "GET", "/api/moved", headers={"X-Tenant": tenant})
+        assert status == 200
+        if next(iter(homes[tenant])) != servers[index].name:
+            assert backend_of(body) == next(iter(homes[tenant])), tenant
+
+
+def test_least_request_avoids_a_slow_server(start_gateway, backend_factory):
+    fast, slow = backend_factory("fast"), backend_factory("slow")
+    slow.delay_ms = 200
+    backends = {"b": {"servers": [fast.url, slow.url], "connect_timeout": "1s", "balance": "least_request"}}
+    gw = start_gateway(gateway_config(free_port(), backends=backends, routes=[API]))
+    names, lock = [], threading.Lock()
+
+    def client(n):
+        for i in range(n):
+            name = backend_of(request(gw.port, "GET", f"/api/q{i}")[2])
+            with lock:
+                names.append(name)
+
+    clients = [threading.Thread(target=client, args=(15,)) for _ in range(8)]
+    for t in clients:
+        t.start()
+    for t in clients:
+        t.join()
+    # requests pile up at the slow server: the two choices send the others to the fast one
+    # (round robin would give each half)
+    assert len(names) == 120
+    assert names.count("fast") >= 0.8 * len(names), (names.count("fast"), names.count("slow"))

@@ -213,6 +213,21 @@ Test(config, outlier_defaults_and_values)
     cr_assert_null(conf->backends[0].health.path, "no active checks without health:");
 }
 
+Test(config, hash_and_least_request)
+{
+    load(BASE "backends:\n  crm:\n    servers: [\"http://127.0.0.1:9001\", {url: \"http://127.0.0.1:9002\", weight: 3}]\n"
+              "    balance: hash\n    hash_key: \"${tenant}-${header.X-Region}\"\n"
+              "  api:\n    servers: [\"http://127.0.0.1:9002\"]\n    balance: least_request\n");
+    const mg_backend_conf_t *b = &conf->backends[0];
+    cr_assert_eq(b->balance, MG_BALANCE_HASH);
+    cr_assert_not_null(b->hash_key);
+    cr_assert_eq(b->ring_len, 4 * MG_RING_VNODES, "virtual nodes by weight");
+    for (size_t i = 1; i < b->ring_len; i++)
+        cr_assert_leq(b->ring[i - 1].point, b->ring[i].point);
+    cr_assert_eq(conf->backends[1].balance, MG_BALANCE_LEAST_REQUEST);
+    cr_assert_null(conf->backends[1].ring);
+}
+
 Test(config, health_defaults_and_values)
 {
     load(BASE "backends:\n  crm:\n    servers: [\"http://127.0.0.1:9001\"]\n    health: {path: /healthz}\n"
@@ -608,7 +623,10 @@ static const bad_config_t bad_configs[] = {
     {BACKEND("{servers: [\"http://a:1\"], balance: round_robbin}"),
      "gw.yaml:2:43: unknown balance 'round_robbin' (did you mean 'round_robin'?)"},
     {BACKEND("{servers: [\"http://a:1\"], balance: random}"),
-     "gw.yaml:2:43: unknown balance 'random' (expected round_robin, primary_for_writes or first_available)"},
+     "gw.yaml:2:43: unknown balance 'random' (expected round_robin, primary_for_writes, first_available, least_request or hash)"},
+    {BACKEND("{servers: [\"http://a:1\"], balance: hash}"), "gw.yaml:2:8: missing key 'hash_key' (required by balance: hash)"},
+    {BACKEND("{servers: [\"http://a:1\"], hash_key: \"${tenant}\"}"), "gw.yaml:2:44: hash_key is only used with balance: hash"},
+    {BACKEND("{servers: [\"http://a:1\"], balance: hash, hash_key: [a]}"), "gw.yaml:2:59: expected a scalar, got a sequence"},
     {BACKEND("{servers: [\"http://a:1\"], balance: primary_for_writes}"),
      "gw.yaml:2:8: missing key 'primary' (required by balance: primary_for_writes)"},
     {BACKEND("{servers: [\"http://a:1\"], balance: primary_for_writes, primary: \"http://b:1\"}"),
