@@ -56,6 +56,15 @@ static inline int mg_attempt_never_connected(mg_attempt_result_t result)
     return result == MG_ATTEMPT_NOT_CONNECTED || result == MG_ATTEMPT_CONNECT_TIMEOUT;
 }
 
+/* Whether attempt `attempt` (0 for the first), which came to `result` (`status`: the response's when
+ * MG_ATTEMPT_OK), goes on to another server: its cause is in the backend's retry_on
+ * (connect-failure, reset, 502, 503, 504), mg_backend_may_retry allows it, and the retry budget
+ * has room. */
+int mg_backend_should_retry(const mg_backend_conf_t *b, unsigned attempt, mg_str_t method, mg_attempt_result_t result, int status);
+/* How long to wait before retry `attempt` (1 for the first retry): retry_backoff for the first,
+ * doubled for each next one (up to 16 times), jittered between half and one and a half of it; 0 without backoff. */
+uint64_t mg_backend_retry_backoff_ms(const mg_backend_conf_t *b, unsigned attempt);
+
 /* ---------------------------------------------------------------------------------------
  * Server health (health.c): one word per server shared by all workers, kept across reloads that
  * keep the server

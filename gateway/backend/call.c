@@ -103,7 +103,7 @@ static void on_done(void *arg, mg_attempt_result_t result, const char *detail)
         break;
     case MG_ATTEMPT_NOT_CONNECTED:
     case MG_ATTEMPT_CONNECT_TIMEOUT:
-        if (!mg_backend_may_retry(c->spec.backend, c->attempt, mg_str(c->spec.method, strlen(c->spec.method))))
+        if (!mg_backend_should_retry(c->spec.backend, c->attempt, mg_str(c->spec.method, strlen(c->spec.method)), result, 0))
             finish(c, 502, "no backend server accepted the connection");
         else if (c->attempt++, start_attempt(c) != 0)
             finish(c, 502, "cannot start the backend transfer");

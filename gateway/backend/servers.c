@@ -167,3 +167,51 @@ int mg_backend_may_retry(const mg_backend_conf_t *b, unsigned attempt, mg_str_t 
 {
     return attempt < b->retries && attempt + 1 < b->num_servers && mg_method_is_idempotent(method) && !pinned_to_primary(b, method);
 }
+
+/* The retry_on bit an attempt's outcome falls under; 0: never retried (a timeout: the backend's
+ * `timeout` spans every attempt, so none is left for another). */
+static unsigned retry_cause(mg_attempt_result_t result, int status)
+{
+    if (mg_attempt_never_connected(result))
+        return MG_RETRY_CONNECT_FAILURE;
+    if (result == MG_ATTEMPT_FAILED)
+        return MG_RETRY_RESET;
+    if (result == MG_ATTEMPT_OK && status == 502)
+        return MG_RETRY_502;
+    if (result == MG_ATTEMPT_OK && status == 503)
+        return MG_RETRY_503;
+    if (result == MG_ATTEMPT_OK && status == 504)
+        return MG_RETRY_504;
+    return 0;
+}
+
+/* retry_budget (Envoy's): retries running stay under the share of the backend's attempts in
+ * flight, but 3 may always run, so that a quiet backend still retries. */
+static int within_budget(const mg_backend_conf_t *b)
+{
+    if (b->retry_budget_percent == 0)
+        return 1;
+    uint64_t in_flight = 0;
+    for (size_t i = 0; i < b->num_servers; i++)
+        in_flight += mg_server_in_flight(&b->servers[i]);
+    uint64_t allowed = in_flight * b->retry_budget_percent / 100;
+    long running = atomic_load_explicit(&((mg_backend_conf_t *)b)->retries_running, memory_order_relaxed);
+    return running < 3 || (uint64_t)running < allowed;
+}
+
+int mg_backend_should_retry(const mg_backend_conf_t *b, unsigned attempt, mg_str_t method, mg_attempt_result_t result, int status)
+{
+    unsigned cause = retry_cause(result, status);
+    return cause != 0 && (b->retry_on & cause) != 0 && mg_backend_may_retry(b, attempt, method) && within_budget(b);
+}
+
+uint64_t mg_backend_retry_backoff_ms(const mg_backend_conf_t *b, unsigned attempt)
+{
+    if (b->retry_backoff_ms == 0)
+        return 0;
+    unsigned doublings = attempt > 1 ? attempt - 1 : 0;
+    uint64_t base = b->retry_backoff_ms << (doublings < 4 ? doublings : 4);
+    /* full jitter around the base, from half to one and a half: retries of many requests that
+     * failed together do not come back together */
+    return base / 2 + next_random() % (base + 1);
+}

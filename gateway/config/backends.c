@@ -428,6 +428,31 @@ static void parse_health(mg_config_loader_t *cl, mg_backend_conf_t *backend, con
     read_health_headers(cl, node, h);
 }
 
+/* retry_on: [connect-failure, reset, 502, 503, 504] */
+static void parse_retry_on(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *map)
+{
+    static const char *const names[] = {"connect-failure", "reset", "502", "503", "504", NULL};
+    const mg_node_t *node = mg_node_get(map, "retry_on");
+    if (node == NULL || mg_node_expect(node, MG_NODE_SEQUENCE, cl->errs) != 0)
+        return;
+    backend->retry_on = 0;
+    for (size_t i = 0; i < node->u.sequence.size; i++) {
+        const mg_node_t *item = node->u.sequence.items[i];
+        const char *s, *guess;
+        if (mg_node_to_str(item, &s, cl->errs) != 0)
+            continue;
+        size_t k = 0;
+        while (names[k] != NULL && strcmp(names[k], s) != 0)
+            k++;
+        if (names[k] != NULL)
+            backend->retry_on |= 1u << k;
+        else if ((guess = mg_closest_word(s, names)) != NULL)
+            mg_errors_add(cl->errs, item, "unknown retry_on '%s' (did you mean '%s'?)", s, guess);
+        else
+            mg_errors_add(cl->errs, item, "unknown retry_on '%s' (expected connect-failure, reset, 502, 503 or 504)", s);
+    }
+}
+
 static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *key, const mg_node_t *map)
 {
     static const char *const keys[] = {"servers",
@@ -443,6 +468,9 @@ static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
                                        "panic",
                                        "health",
                                        "hash_key",
+                                       "retry_on",
+                                       "retry_budget",
+                                       "retry_backoff",
                                        NULL};
 
     /* Named even when invalid, so that routes using it do not add "unknown backend" noise. */
@@ -470,6 +498,10 @@ static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
     mg__config_read_uint(cl, map, "max_queued_per_key", 0, MG_MAX_IN_FLIGHT, &backend->max_queued_per_key);
     parse_outlier(cl, backend, map);
     parse_health(cl, backend, map);
+    backend->retry_on = MG_RETRY_CONNECT_FAILURE;
+    parse_retry_on(cl, backend, map);
+    read_percent(cl, map, "retry_budget", &backend->retry_budget_percent);
+    mg__config_read_duration(cl, map, "retry_backoff", 0, &backend->retry_backoff_ms);
     const mg_node_t *panic = mg_node_get(map, "panic");
     if (panic != NULL)
         mg_node_to_bool(panic, &backend->panic, cl->errs);

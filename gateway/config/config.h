@@ -58,6 +58,13 @@ typedef struct mg_ring_point {
     size_t server;
 } mg_ring_point_t;
 
+/* retry_on: what a retry (on another server) covers. */
+#define MG_RETRY_CONNECT_FAILURE 1u /* no connection: refused, not resolved, connect_timeout */
+#define MG_RETRY_RESET 2u           /* the connection broke before the response started */
+#define MG_RETRY_502 4u
+#define MG_RETRY_503 8u
+#define MG_RETRY_504 16u
+
 /* Virtual nodes per unit of weight on the ring. */
 #define MG_RING_VNODES 160
 
@@ -92,8 +99,12 @@ typedef struct mg_backend_conf {
     atomic_size_t next;             /* round-robin cursor shared by all workers */
     mg_outlier_conf_t outlier;      /* all zero (off) unless `outlier:` is given */
     mg_health_conf_t health;
-    struct mg_template *hash_key; /* balance: hash */
-    mg_ring_point_t *ring;        /* balance: hash: MG_RING_VNODES x weight points per server */
+    unsigned retry_on;             /* MG_RETRY_* bits: what a retry covers */
+    unsigned retry_budget_percent; /* retries running at most this share of the attempts in flight; 0: no budget */
+    uint64_t retry_backoff_ms;     /* before a retry, jittered and doubled per retry; 0: none */
+    atomic_long retries_running;   /* retry attempts in flight, all workers */
+    struct mg_template *hash_key;  /* balance: hash */
+    mg_ring_point_t *ring;         /* balance: hash: MG_RING_VNODES x weight points per server */
     size_t ring_len;
     int panic; /* no usable server: use the unhealthy ones anyway (else 503 no-healthy-server) */
 } mg_backend_conf_t;

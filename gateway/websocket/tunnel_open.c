@@ -36,7 +36,8 @@ static void connect_failed(mg_ws_tunnel_t *t, int timed_out)
         h2o_socket_close(t->server);
         t->server = NULL;
     }
-    if (mg_backend_may_retry(b, t->attempt, mg_str("GET", 3))) {
+    if (mg_backend_should_retry(b, t->attempt, mg_str("GET", 3), timed_out ? MG_ATTEMPT_CONNECT_TIMEOUT : MG_ATTEMPT_NOT_CONNECTED,
+                                0)) {
         t->attempt++;
         connect_next(t);
     } else if (timed_out) {

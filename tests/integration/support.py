@@ -225,6 +225,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_bytes(int(params.get("n", ["0"])[0]))
                 return
             m = re.search(r"/status/(\d{3})$", rec.path)
+            if self.server.force_status is not None and rec.path != "/healthz":
+                self._send_echo(rec, self.server.force_status)
+                return
             if rec.path == "/healthz" and self.server.health_status is not None:
                 self._send_echo(rec, self.server.health_status)
                 return
@@ -282,6 +285,7 @@ class Backend(ThreadingHTTPServer):
         self.extra_headers = []  # (name, value) added to echo responses
         self.health_status = None  # set: the status of GET /healthz (an active check's answer)
         self.delay_ms = 0  # every response waits this long (a slow server)
+        self.force_status = None  # set: the status of every response but /healthz's (a failing server)
         self.requests = []
         self._lock = threading.Lock()
         self.connections = 0  # TCP connections accepted so far

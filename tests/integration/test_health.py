@@ -16,7 +16,8 @@ class Resetter:
     """A 'server' on `port` that accepts and closes at once (a crashed process behind a live
     listener): each attempt is a reset, which a retry does not cover. Counts connections."""
 
-    def __init__(self, port):
+    def __init__(self, port, read_first=False):
+        self.read_first = read_first  # reset once the request head came (not at the connect)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", port))
@@ -34,6 +35,12 @@ class Resetter:
             except OSError:
                 continue
             self.connections += 1
+            if self.read_first:
+                conn.settimeout(2)
+                try:
+                    conn.recv(65536)
+                except OSError:
+                    pass
             conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
             conn.close()
 
@@ -403,3 +410,52 @@ def test_least_request_avoids_a_slow_server(start_gateway, backend_factory):
     # (round robin would give each half)
     assert len(names) == 120
     assert names.count("fast") >= 0.8 * len(names), (names.count("fast"), names.count("slow"))
+
+
+# --------------------------------------------------------------------------------------
+# Retries: retry_on, retry_backoff
+
+
+def test_retry_on_statuses_and_resets(start_gateway, backend_factory):
+    good, bad = backend_factory("good"), backend_factory("bad")
+    bad.force_status = 503
+    plain = {"servers": [good.url, bad.url], "connect_timeout": "1s", "retries": 1}
+    backends = {"b": plain, "r": dict(plain, retry_on=["connect-failure", "503"])}
+    routes = [{"name": "r", "match": {"path": {"prefix": "/retry"}}, "forward": "r"}, API]
+    gw = start_gateway(gateway_config(free_port(), backends=backends, routes=routes))
+    statuses = [request(gw.port, "GET", f"/api/p{i}")[0] for i in range(10)]
+    assert statuses.count(503) == 5, "by default a 503 goes to the client as it came"
+    got = [request(gw.port, "GET", f"/retry/p{i}") for i in range(10)]
+    assert [s for s, _, _ in got] == [200] * 10 and {backend_of(b) for _, _, b in got} == {"good"}
+    statuses = [request(gw.port, "POST", f"/retry/w{i}", body=b"x")[0] for i in range(10)]
+    assert statuses.count(503) == 5, "a POST is never retried"
+
+    # a reset before the response: retried with `reset` only
+    port = bad.port
+    bad.stop()
+    dead = Resetter(port, read_first=True)
+    try:
+        cfg_backends = {"b": plain, "r": dict(plain, retry_on=["reset"])}
+        gw2 = start_gateway(gateway_config(free_port(), backends=cfg_backends, routes=routes))
+        assert [request(gw2.port, "GET", f"/retry/x{i}")[0] for i in range(10)] == [200] * 10
+        assert 502 in [request(gw2.port, "GET", f"/api/x{i}")[0] for i in range(10)]
+    finally:
+        dead.stop()
+
+
+def test_retry_backoff_waits_within_timeout(start_gateway, backend_factory):
+    good = backend_factory("good")
+    dead = f"http://127.0.0.1:{free_port()}"
+    b = {"servers": [dead, good.url], "balance": "first_available", "connect_timeout": "1s", "retries": 1,
+         "retry_backoff": "200ms"}
+    backends = {"b": b, "t": dict(b, retry_backoff="2s", timeout="300ms")}
+    routes = [{"name": "t", "match": {"path": {"prefix": "/short"}}, "forward": "t"}, API]
+    gw = start_gateway(gateway_config(free_port(), backends=backends, routes=routes))
+    for i in range(3):
+        t0 = time.monotonic()
+        assert request(gw.port, "GET", f"/api/b{i}")[0] == 200
+        assert time.monotonic() - t0 >= 0.1  # jittered from half of it
+    t0 = time.monotonic()
+    status, headers, _ = request(gw.port, "GET", "/short/x")
+    assert (status, headers["X-Matchgate-Error"]) == (504, "backend-timeout")
+    assert time.monotonic() - t0 < 1.0, "the backoff stays within the backend's timeout"

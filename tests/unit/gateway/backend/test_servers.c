@@ -275,3 +275,40 @@ Test(servers, least_request_prefers_fewer_in_flight_per_weight)
     cr_expect(seen[1] > 1400 && seen[1] < 1900, "%zu %zu %zu", seen[0], seen[1], seen[2]);
     cr_expect_eq(seen[2], 0, "%zu %zu %zu", seen[0], seen[1], seen[2]);
 }
+
+Test(servers, retry_on_budget_and_backoff)
+{
+    fixture_t f;
+    const size_t schedule[] = {0, 1, 2};
+    setup_backend(&f, 3, MG_BALANCE_ROUND_ROBIN, schedule, 3);
+    f.b.retries = 2;
+    f.b.retry_on = MG_RETRY_CONNECT_FAILURE;
+    cr_expect(mg_backend_should_retry(&f.b, 0, MG_STR("GET"), MG_ATTEMPT_NOT_CONNECTED, 0));
+    cr_expect(mg_backend_should_retry(&f.b, 0, MG_STR("GET"), MG_ATTEMPT_CONNECT_TIMEOUT, 0));
+    cr_expect(!mg_backend_should_retry(&f.b, 0, MG_STR("GET"), MG_ATTEMPT_FAILED, 0), "reset: not by default");
+    cr_expect(!mg_backend_should_retry(&f.b, 0, MG_STR("GET"), MG_ATTEMPT_OK, 503), "503: not by default");
+    f.b.retry_on = MG_RETRY_RESET | MG_RETRY_503;
+    cr_expect(!mg_backend_should_retry(&f.b, 0, MG_STR("GET"), MG_ATTEMPT_NOT_CONNECTED, 0));
+    cr_expect(mg_backend_should_retry(&f.b, 0, MG_STR("GET"), MG_ATTEMPT_FAILED, 0));
+    cr_expect(mg_backend_should_retry(&f.b, 1, MG_STR("GET"), MG_ATTEMPT_OK, 503));
+    cr_expect(!mg_backend_should_retry(&f.b, 2, MG_STR("GET"), MG_ATTEMPT_OK, 503), "retries: 2");
+    cr_expect(!mg_backend_should_retry(&f.b, 0, MG_STR("GET"), MG_ATTEMPT_OK, 502));
+    cr_expect(!mg_backend_should_retry(&f.b, 0, MG_STR("POST"), MG_ATTEMPT_OK, 503), "never a POST");
+    cr_expect(!mg_backend_should_retry(&f.b, 0, MG_STR("GET"), MG_ATTEMPT_TIMED_OUT, 0), "a timeout leaves no time");
+
+    /* budget: 20% of the attempts in flight, but 3 retries may always run */
+    f.b.retry_budget_percent = 20;
+    atomic_store(&f.b.retries_running, 2);
+    cr_expect(mg_backend_should_retry(&f.b, 0, MG_STR("GET"), MG_ATTEMPT_FAILED, 0));
+    atomic_store(&f.b.retries_running, 3);
+    cr_expect(!mg_backend_should_retry(&f.b, 0, MG_STR("GET"), MG_ATTEMPT_FAILED, 0), "no attempts in flight: 3 at most");
+
+    /* backoff: doubled per retry, jittered between half and one and a half */
+    cr_expect_eq(mg_backend_retry_backoff_ms(&f.b, 1), 0, "none by default");
+    f.b.retry_backoff_ms = 25;
+    for (int i = 0; i < 200; i++) {
+        uint64_t one = mg_backend_retry_backoff_ms(&f.b, 1), two = mg_backend_retry_backoff_ms(&f.b, 2);
+        cr_expect(one >= 12 && one <= 37, "%llu", (unsigned long long)one);
+        cr_expect(two >= 25 && two <= 75, "%llu", (unsigned long long)two);
+    }
+}

@@ -228,6 +228,19 @@ Test(config, hash_and_least_request)
     cr_assert_null(conf->backends[1].ring);
 }
 
+Test(config, retry_keys)
+{
+    load(BASE "backends:\n  crm:\n    servers: [\"http://127.0.0.1:9001\"]\n"
+              "  api:\n    servers: [\"http://127.0.0.1:9002\"]\n    retry_on: [reset, 502, 503, 504]\n"
+              "    retry_budget: 20%\n    retry_backoff: 25ms\n");
+    cr_assert_eq(conf->backends[0].retry_on, MG_RETRY_CONNECT_FAILURE, "today's rule by default");
+    cr_assert_eq(conf->backends[0].retry_budget_percent, 0, "no budget by default");
+    cr_assert_eq(conf->backends[0].retry_backoff_ms, 0);
+    cr_assert_eq(conf->backends[1].retry_on, MG_RETRY_RESET | MG_RETRY_502 | MG_RETRY_503 | MG_RETRY_504);
+    cr_assert_eq(conf->backends[1].retry_budget_percent, 20);
+    cr_assert_eq(conf->backends[1].retry_backoff_ms, 25);
+}
+
 Test(config, health_defaults_and_values)
 {
     load(BASE "backends:\n  crm:\n    servers: [\"http://127.0.0.1:9001\"]\n    health: {path: /healthz}\n"
@@ -624,6 +637,16 @@ static const bad_config_t bad_configs[] = {
      "gw.yaml:2:43: unknown balance 'round_robbin' (did you mean 'round_robin'?)"},
     {BACKEND("{servers: [\"http://a:1\"], balance: random}"),
      "gw.yaml:2:43: unknown balance 'random' (expected round_robin, primary_for_writes, first_available, least_request or hash)"},
+    {BACKEND("{servers: [\"http://a:1\"], retry_on: [connect-failure, 500]}"),
+     "gw.yaml:2:62: unknown retry_on '500' (did you mean '502'?)"},
+    {BACKEND("{servers: [\"http://a:1\"], retry_on: [timeout]}"),
+     "gw.yaml:2:45: unknown retry_on 'timeout' (expected connect-failure, reset, 502, 503 or 504)"},
+    {BACKEND("{servers: [\"http://a:1\"], retry_on: [rest]}"), "gw.yaml:2:45: unknown retry_on 'rest' (did you mean 'reset'?)"},
+    {BACKEND("{servers: [\"http://a:1\"], retry_on: reset}"), "gw.yaml:2:44: expected a sequence, got a scalar"},
+    {BACKEND("{servers: [\"http://a:1\"], retry_budget: 120%}"),
+     "gw.yaml:2:48: retry_budget must be a percentage from 0% to 100% (like 50%)"},
+    {BACKEND("{servers: [\"http://a:1\"], retry_backoff: soon}"),
+     "gw.yaml:2:49: invalid duration 'soon' (expected e.g. 250ms, 5s, 2m, 1h)"},
     {BACKEND("{servers: [\"http://a:1\"], balance: hash}"), "gw.yaml:2:8: missing key 'hash_key' (required by balance: hash)"},
     {BACKEND("{servers: [\"http://a:1\"], hash_key: \"${tenant}\"}"), "gw.yaml:2:44: hash_key is only used with balance: hash"},
     {BACKEND("{servers: [\"http://a:1\"], balance: hash, hash_key: [a]}"), "gw.yaml:2:59: expected a scalar, got a sequence"},
