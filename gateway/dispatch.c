@@ -106,7 +106,7 @@ int mg_dispatch_bind(mg_gateway_t *gw, mg_config_t *conf)
         mg_sched_configure(b->sched->sched, &cfg); /* waiting requests stay, in order */
         atomic_store_explicit(&b->sched->share, b->max_queued_per_key, memory_order_relaxed);
     }
-    return 0;
+    return mg_backend_bind_health(conf); /* the servers' health words, kept across reloads */
 }
 
 /* ---------------------------------------------------------------------------------------

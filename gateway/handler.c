@@ -228,6 +228,19 @@ static void replace_request_headers(h2o_req_t *req, const mg_ctx_t *ctx)
     }
 }
 
+/* balance: hash: the request's hash_key, hashed. An empty value (or one a template refuses: it is
+ * never sent) has no key, and the request is balanced round robin. */
+static void balance_key(mg_request_t *r, const mg_ctx_t *ctx)
+{
+    const mg_backend_conf_t *b = r->route->forward.backend;
+    mg_str_t key;
+    if (b == NULL || b->balance != MG_BALANCE_HASH || b->hash_key == NULL || mg_template_expand(b->hash_key, ctx, &key) != 0 ||
+        key.len == 0)
+        return;
+    r->balance_key = mg_ring_hash(key.base, key.len, 0);
+    r->has_balance_key = 1;
+}
+
 /* The route is chosen and its actions applied: its terminal answers, or takes what the actions
  * made to the backend (forward, through the backend's scheduler), a WebSocket tunnel or bridge. */
 static void run_terminal(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_result_t *res)
@@ -254,6 +267,7 @@ static void run_terminal(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_re
             mg_request_send_upgrade_required(r);
         return;
     }
+    balance_key(r, ctx);
     if (ctx->websocket)
         mg_ws_tunnel_start(r); /* a session, not a request: no scheduler turn to hold for its life */
     else

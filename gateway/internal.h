@@ -151,7 +151,8 @@ struct mg_gateway {
     pthread_mutex_t reload_lock;     /* one reload at a time */
     atomic_uint_fast64_t generation; /* conf->generation, readable without the lock */
     atomic_uint_fast64_t reloads_ok, reloads_failed;
-    atomic_int stopping; /* SIGTERM/SIGINT received: /healthz answers 503 */
+    atomic_int stopping;      /* SIGTERM/SIGINT received: /healthz answers 503 */
+    struct mg_prober *prober; /* the active health checks' thread (backend/prober.c) */
     /* settings fixed at start (a reload keeps them), readable from any thread */
     unsigned num_workers;
     size_t num_listeners;
@@ -223,6 +224,8 @@ typedef struct mg_request {
      * (the client's buffers may be gone by the time the line is written); empty otherwise */
     mg_str_t protocol, referer, user_agent;
     mg_str_t *log_fields; /* conf->num_access_log_fields values, base NULL when absent */
+    uint64_t balance_key; /* balance: hash: the hash of the backend's hash_key (has_balance_key) */
+    int has_balance_key;
 } mg_request_t;
 
 /* CLOCK_MONOTONIC in microseconds (mg_request_t.started_at). */

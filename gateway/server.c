@@ -321,6 +321,11 @@ static int gateway_init(mg_gateway_t *gw, mg_config_t *conf)
     return 0;
 }
 
+static mg_config_t *acquire_conf(void *arg)
+{
+    return mg_gateway_conf_acquire(arg);
+}
+
 int mg_gateway_run(mg_config_t *conf)
 {
     mg_gateway_t *gw = &gateway;
@@ -336,6 +341,8 @@ int mg_gateway_run(mg_config_t *conf)
     /* a stop message needs its receiver: signals stay pending (blocked) until then */
     wait_workers(gw, &gw->workers_ready, UINT64_MAX);
     mg_admin_start(gw);
+    if ((gw->prober = mg_prober_start(acquire_conf, gw)) == NULL)
+        fprintf(stderr, "matchgate: cannot start the health checks' thread: no active checks\n");
     fprintf(stderr, "matchgate: serving %s with %u workers (pid %d)\n", conf->file, conf->workers, (int)getpid());
     int sig = serve_signals(gw);
     atomic_store(&gw->stopping, 1);
@@ -351,6 +358,7 @@ int mg_gateway_run(mg_config_t *conf)
         fflush(NULL);
         _exit(0);
     }
+    mg_prober_stop(gw->prober);
     mg_admin_stop(gw);
     fprintf(stderr, "matchgate: stopped\n");
     return 0;

@@ -34,13 +34,21 @@ void mg_admin_tenants(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_routes(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 /* The per-route series of GET /metrics (route_metrics.c). */
 void mg_admin_route_metrics(FILE *out, const mg_config_t *conf);
-/* GET /backends (backends.c): the backends in use, their servers and scheduler figures. */
+/* GET /backends (backends.c): the backends in use, their scheduler figures, their servers with health. */
 void mg_admin_backends(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 /* GET / (dashboard.c): the dashboard page, served without the token (it holds no data). */
 void mg_admin_dashboard(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_sessions(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_session_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_broadcast(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+/* POST /backends/{name}/servers/{index}/{drain,disable,enable} (backends.c). */
+void mg_admin_server_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+/* Per server of every backend: traffic, ejections, state (backends.c). */
+void mg_admin_put_server_metrics(FILE *out, const mg_config_t *conf);
+/* The n-th segment (0-based) of the request's normalized path, in its pool; NULL past the end. */
+const char *mg__admin_segment(h2o_req_t *req, int n);
+/* A Prometheus label value: backslash, double quote and newline escaped (metrics.c). */
+void mg__admin_put_label(FILE *out, const char *value);
 
 /* ---------------------------------------------------------------------------------------
  * Calls (endpoints.c)

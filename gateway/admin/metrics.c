@@ -109,7 +109,7 @@ static void put_metrics(FILE *out, mg_gateway_t *gw, const mg_config_t *conf)
 }
 
 /* A backend name as a label value: backslash, double quote and newline escaped. */
-static void put_label(FILE *out, const char *value)
+void mg__admin_put_label(FILE *out, const char *value)
 {
     for (const char *p = value; *p != '\0'; p++) {
         if (*p == '\\' || *p == '"')
@@ -124,7 +124,7 @@ static void put_label(FILE *out, const char *value)
 static void put_backend_sample(FILE *out, const char *metric, const char *backend, const char *le, const char *value)
 {
     fprintf(out, "%s{backend=\"", metric);
-    put_label(out, backend);
+    mg__admin_put_label(out, backend);
     if (le != NULL)
         fprintf(out, "\",le=\"%s", le);
     fprintf(out, "\"} %s\n", value);
@@ -225,6 +225,7 @@ void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
     mg_conns_put_metrics(out, gw, conf);
     put_backend_metrics(out, conf);
     mg_admin_route_metrics(out, conf);
+    mg_admin_put_server_metrics(out, conf);
     fclose(out);
     mg_admin_send(req, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
     free(text);

@@ -51,7 +51,7 @@ void mg_admin_sessions(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
 }
 
 /* The n-th segment (0-based) of the normalized path, as a string in the pool. */
-static const char *segment(h2o_req_t *req, int n)
+const char *mg__admin_segment(h2o_req_t *req, int n)
 {
     const char *p = req->path_normalized.base, *end = p + req->path_normalized.len;
     for (int i = 0; i <= n; i++) {
@@ -100,7 +100,7 @@ void mg_admin_session_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req
         mg_ws_order_t order;
     } actions[] = {
         {"send", MG_WS_ORDER_SEND}, {"close", MG_WS_ORDER_CLOSE}, {"abort", MG_WS_ORDER_ABORT}, {"drain", MG_WS_ORDER_DRAIN}};
-    const char *action = segment(req, 2), *priority;
+    const char *action = mg__admin_segment(req, 2), *priority;
     uint64_t id;
     size_t i = 0;
     while (i < 4 && strcmp(actions[i].name, action) != 0)
@@ -109,7 +109,7 @@ void mg_admin_session_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req
         mg_admin_send_error(req, 404, "unknown action (send, close, abort, drain)");
         return;
     }
-    if (parse_id(segment(req, 1), &id) != 0) {
+    if (parse_id(mg__admin_segment(req, 1), &id) != 0) {
         mg_admin_send_error(req, 404, "no such session");
         return;
     }
@@ -133,7 +133,7 @@ void mg_admin_session_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req
 /* POST /routes/{name}/broadcast: one order per worker, which sends to its sessions of the route. */
 void mg_admin_broadcast(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
 {
-    const char *route = segment(req, 1);
+    const char *route = mg__admin_segment(req, 1);
     if (mg_routes_find(conf->routes, route) == NULL) {
         mg_admin_send_error(req, 404, "no such route");
         return;

@@ -16,11 +16,17 @@
  */
 
 /* The server a request starts with (index in b->servers): the primary for a write under
- * primary_for_writes, the first under first_available, else the next in the weighted round robin.
+ * primary_for_writes, the first under first_available, else the next in the weighted round robin;
+ * servers that may not get new requests (health.c) are passed over. MG_NO_SERVER when none may
+ * (then 503 no-healthy-server), unless the backend has `panic: true` and some are only unhealthy.
  * Connect failures go on to the following servers (mg_backend_server). */
 size_t mg_backend_first_server(mg_backend_conf_t *b, mg_str_t method);
+/* Same, for balance: hash, with the hash of the request's hash_key (mg_ring_hash of its value,
+ * seed 0); NULL: none (then hash balances as round_robin). */
+size_t mg_backend_first_server_keyed(mg_backend_conf_t *b, mg_str_t method, const uint64_t *key);
 /* The server of attempt `attempt` (0 for the first) of a request that started on `first`:
- * retries walk on from the first choice, round the list. */
+ * retries walk on from the first choice, round the list, past the servers that may not get new
+ * requests. NULL when there is no such server left. */
 const mg_server_conf_t *mg_backend_server(const mg_backend_conf_t *b, size_t first, unsigned attempt);
 /* Whether a connect failure of `attempt` (0 for the first) may go on to the next server:
  * idempotent methods only, at most `retries` times and num_servers - 1 times, never for a write
@@ -51,6 +57,85 @@ static inline int mg_attempt_never_connected(mg_attempt_result_t result)
 {
     return result == MG_ATTEMPT_NOT_CONNECTED || result == MG_ATTEMPT_CONNECT_TIMEOUT;
 }
+
+/* Whether attempt `attempt` (0 for the first), which came to `result` (`status`: the response's when
+ * MG_ATTEMPT_OK), goes on to another server: its cause is in the backend's retry_on
+ * (connect-failure, reset, 502, 503, 504), mg_backend_may_retry allows it, and the retry budget
+ * has room. */
+int mg_backend_should_retry(const mg_backend_conf_t *b, unsigned attempt, mg_str_t method, mg_attempt_result_t result, int status);
+/* How long to wait before retry `attempt` (1 for the first retry): retry_backoff for the first,
+ * doubled for each next one (up to 16 times), jittered between half and one and a half of it; 0 without backoff. */
+uint64_t mg_backend_retry_backoff_ms(const mg_backend_conf_t *b, unsigned attempt);
+
+/* ---------------------------------------------------------------------------------------
+ * Server health (health.c): one word per server shared by all workers, kept across reloads that
+ * keep the server
+ */
+
+/* What an operator set (POST /backends/.../drain|disable|enable). */
+typedef enum mg_server_admin {
+    MG_SERVER_ADMIN_ENABLED,
+    MG_SERVER_ADMIN_DRAINING, /* no new requests; those in flight and WebSocket sessions finish */
+    MG_SERVER_ADMIN_DISABLED, /* no new requests */
+} mg_server_admin_t;
+
+typedef enum mg_server_state {
+    MG_SERVER_HEALTHY,
+    MG_SERVER_EJECTED,   /* by the passive checks, until a time */
+    MG_SERVER_UNHEALTHY, /* by the active checks */
+    MG_SERVER_DRAINING,
+    MG_SERVER_DISABLED,
+} mg_server_state_t;
+
+/* Index of "no server may be used" (mg_backend_first_server). */
+#define MG_NO_SERVER ((size_t)-1)
+
+/* The clock of the health words, in ms (monotonic, never 0); tests replace it. */
+extern uint64_t (*mg_health_clock)(void);
+
+/* Binds every server of `conf` to its health word: the one it had if the configuration bound last
+ * had it, else a fresh one. Called before `conf` is published. 0, or -1 when out of memory (then
+ * nothing changed). */
+int mg_backend_bind_health(mg_config_t *conf);
+/* The state of `s` at `now_ms`; *until_ms (when not NULL) gets the end of its last ejection. */
+mg_server_state_t mg_server_state(const mg_server_conf_t *s, uint64_t now_ms, uint64_t *until_ms);
+/* 1 when `s` may get a new request: healthy, or (`panic`) only unhealthy or ejected. */
+int mg_server_usable(const mg_server_conf_t *s, uint64_t now_ms, int panic);
+/* An attempt at `s` ended (`status`: the response's, when `result` is MG_ATTEMPT_OK): counts it for
+ * the backend's outlier rules; 1 when this ejected the server. Any thread. */
+int mg_server_report(const mg_server_conf_t *s, mg_attempt_result_t result, int status);
+/* An attempt at `s` starts / ends (whatever its end: done, failed, cancelled): in-flight and
+ * attempt counts. NULL: nothing. */
+void mg_server_attempt_started(const mg_server_conf_t *s);
+void mg_server_attempt_ended(const mg_server_conf_t *s);
+
+/* What GET /backends and /metrics show of a server. */
+typedef struct mg_server_stats {
+    uint64_t in_flight, attempts;
+    uint64_t responses[5];               /* 1xx .. 5xx */
+    uint64_t connect_failures, failures; /* failures: resets, timeouts, malformed responses */
+    uint64_t ejections, check_transitions;
+    uint64_t last_check_ms; /* mg_health_clock's; 0: never */
+    int last_check_status;  /* 0: no response */
+} mg_server_stats_t;
+void mg_server_stats(const mg_server_conf_t *s, mg_server_stats_t *out);
+
+void mg_server_set_admin(const mg_server_conf_t *s, mg_server_admin_t admin);
+void mg_server_set_unhealthy(const mg_server_conf_t *s, int unhealthy);
+uint64_t mg_server_ejections(const mg_server_conf_t *s);
+/* Attempts at `s` not finished yet (0 when not bound). */
+uint64_t mg_server_in_flight(const mg_server_conf_t *s);
+/* When no server of `b` is usable: how long until one may be (the soonest end of an ejection; 1 s
+ * when none is ejected), for Retry-After. */
+uint64_t mg_backend_retry_after_ms(const mg_backend_conf_t *b, uint64_t now_ms);
+
+/* The active health checks (prober.c): one thread for the process, started once the workers
+ * run. `acquire` gives the current configuration with a reference for the prober (which releases
+ * it). NULL when it cannot start (then no active checks run). */
+typedef struct mg_prober mg_prober_t;
+mg_prober_t *mg_prober_start(mg_config_t *(*acquire)(void *arg), void *arg);
+/* Stops the checks running and joins the thread. NULL: nothing to do. */
+void mg_prober_stop(mg_prober_t *p);
 
 /* ---------------------------------------------------------------------------------------
  * What a backend gets (headers.c)

@@ -21,6 +21,8 @@ struct mg_call {
     int status;
     size_t first_server;
     unsigned attempt;
+    const mg_server_conf_t *server; /* of the attempt */
+    unsigned no_server : 1;         /* none was usable: the timeout timer answers 503 at once */
 };
 
 static int on_head(void *arg, int status, h2o_iovec_t reason, const mg_backend_header_t *fields, size_t num_fields)
@@ -44,8 +46,10 @@ static mg_body_taken_t on_body(void *arg, const char *data, size_t len)
 static void release(mg_call_t *c)
 {
     mg_timer_cancel(&c->timeout);
-    if (c->x != NULL)
+    if (c->x != NULL) {
         mg_exchange_cancel(c->x);
+        mg_server_attempt_ended(c->server);
+    }
     c->x = NULL;
 }
 
@@ -69,7 +73,9 @@ static const mg_exchange_callbacks_t exchange_callbacks;
 
 static int start_attempt(mg_call_t *c)
 {
-    mg_exchange_request_t xr = {.server = mg_backend_server(c->spec.backend, c->first_server, c->attempt),
+    if ((c->server = mg_backend_server(c->spec.backend, c->first_server, c->attempt)) == NULL)
+        return -1;
+    mg_exchange_request_t xr = {.server = c->server,
                                 .method = mg_str(c->spec.method, strlen(c->spec.method)),
                                 .path = c->spec.path,
                                 .query = c->spec.query,
@@ -80,6 +86,8 @@ static int start_attempt(mg_call_t *c)
                                 .pool = &c->pool};
     h2o_buffer_consume(&c->body, c->body->size); /* a retry starts a new response */
     c->x = mg_exchange_start(c->w, &xr, &exchange_callbacks, c);
+    if (c->x != NULL)
+        mg_server_attempt_started(c->server);
     return c->x != NULL ? 0 : -1;
 }
 
@@ -87,6 +95,8 @@ static void on_done(void *arg, mg_attempt_result_t result, const char *detail)
 {
     mg_call_t *c = arg;
     c->x = NULL;
+    mg_server_attempt_ended(c->server);
+    mg_server_report(c->server, result, c->status);
     switch (result) {
     case MG_ATTEMPT_OK:
         finish(c, c->status, NULL);
@@ -94,7 +104,7 @@ static void on_done(void *arg, mg_attempt_result_t result, const char *detail)
     case MG_ATTEMPT_NOT_CONNECTED:
     case MG_ATTEMPT_CONNECT_TIMEOUT:
     case MG_ATTEMPT_TLS_FAILED:
-        if (!mg_backend_may_retry(c->spec.backend, c->attempt, mg_str(c->spec.method, strlen(c->spec.method))))
+        if (!mg_backend_should_retry(c->spec.backend, c->attempt, mg_str(c->spec.method, strlen(c->spec.method)), result, 0))
             finish(c, 502, result == MG_ATTEMPT_TLS_FAILED ? detail : "no backend server accepted the connection");
         else if (c->attempt++, start_attempt(c) != 0)
             finish(c, 502, "cannot start the backend transfer");
@@ -122,6 +132,12 @@ static const mg_exchange_callbacks_t exchange_callbacks = {on_head, on_body, on_
 static void on_timeout(mg_timer_t *timer)
 {
     mg_call_t *c = H2O_STRUCT_FROM_MEMBER(mg_call_t, timeout, timer);
+    if (c->no_server) {
+        finish(c, 503, "no-healthy-server");
+        return;
+    }
+    if (c->x != NULL)
+        mg_server_report(c->server, MG_ATTEMPT_TIMED_OUT, 0);
     finish(c, 504, "the backend did not respond within the timeout");
 }
 
@@ -138,6 +154,12 @@ mg_call_t *mg_call_start(mg_worker_t *w, const mg_call_spec_t *spec, mg_call_don
     h2o_buffer_init(&c->body, &h2o_socket_buffer_prototype);
     c->first_server = mg_backend_first_server(spec->backend, mg_str(spec->method, strlen(spec->method)));
     mg_timer_init(&c->timeout, &w->timers, on_timeout);
+    if (c->first_server == MG_NO_SERVER) {
+        /* every server is out: the answer comes at once, but on the loop as the contract says */
+        c->no_server = 1;
+        mg_timer_set(&c->timeout, 0);
+        return c;
+    }
     if (start_attempt(c) != 0) {
         call_free(c);
         return NULL;

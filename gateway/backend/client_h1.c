@@ -718,6 +718,7 @@ static void client_destroy(void *client)
  */
 struct mg_backend_connect {
     h1_exchange_t x;
+    const mg_server_conf_t *server; /* for the health rules: a connection is all this side sees */
     mg_backend_connected_t done;
     void *arg;
 };
@@ -729,6 +730,8 @@ static void hand_over(h1_exchange_t *x, h1_conn_t *conn)
     mg_backend_connected_t done = c->done;
     void *arg = c->arg;
     sock->data = NULL;
+    mg_server_report(c->server, MG_ATTEMPT_OK, 0);
+    mg_server_attempt_ended(c->server);
     free(conn);
     free(c);
     done(arg, sock, MG_ATTEMPT_OK);
@@ -749,6 +752,8 @@ static void raw_on_done(void *arg, mg_attempt_result_t result, const char *detai
     mg_backend_connect_t *c = arg;
     mg_backend_connected_t done = c->done;
     void *done_arg = c->arg;
+    mg_server_report(c->server, result, 0);
+    mg_server_attempt_ended(c->server);
     free(c);
     done(done_arg, NULL, result);
 }
@@ -763,8 +768,10 @@ mg_backend_connect_t *mg_backend_connect(mg_worker_t *w, const mg_server_conf_t 
     mg_backend_connect_t *c = pool != NULL ? calloc(1, sizeof(*c)) : NULL;
     if (c == NULL)
         return NULL;
+    c->server = server;
     c->done = done;
     c->arg = arg;
+    mg_server_attempt_started(server);
     c->x = (h1_exchange_t){.super = {&mg_backend_client_h1},
                            .pool = pool,
                            .cbs = &raw_callbacks,
@@ -779,6 +786,7 @@ mg_backend_connect_t *mg_backend_connect(mg_worker_t *w, const mg_server_conf_t 
 void mg_backend_connect_cancel(mg_backend_connect_t *c)
 {
     exchange_cancel(&c->x.super);
+    mg_server_attempt_ended(c->server);
     free(c);
 }
 

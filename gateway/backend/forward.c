@@ -53,6 +53,10 @@ typedef struct mg_forward {
     size_t num_headers;
     size_t first_server;
     unsigned attempt;
+    const mg_server_conf_t *server; /* of the attempt running, or of the last one */
+    unsigned retrying : 1;          /* the attempt running is a retry: counted in the backend's retries_running */
+    int retry_status;               /* on_head refused this status to retry it (retry_on: 502, 503, 504) */
+    mg_timer_t backoff;             /* retry_backoff: the next attempt waits for it */
     /* the response head */
     int status;
     h2o_iovec_t reason;
@@ -79,6 +83,11 @@ static int on_head(void *arg, int status, h2o_iovec_t reason, const mg_backend_h
     mg_conn_tokens_t tokens = {.size = 0};
     if (req == NULL)
         return -1;
+    if (status >= 502 && status <= 504 &&
+        mg_backend_should_retry(f->backend, f->attempt, f->r->send_method, MG_ATTEMPT_OK, status)) {
+        f->retry_status = status; /* nothing of it reaches the client: the next server is tried */
+        return -1;
+    }
     for (size_t i = 0; i < num_fields; i++)
         if (h2o_memis(fields[i].name.base, fields[i].name.len, H2O_STRLIT("connection")))
             mg_conn_tokens_add(&tokens, fields[i].value.base, fields[i].value.len);
@@ -220,9 +229,10 @@ static const mg_exchange_callbacks_t exchange_callbacks;
 static int start_attempt(mg_forward_t *f)
 {
     mg_request_t *r = f->r;
-    if (f->attempt == 0)
-        f->first_server = mg_backend_first_server(f->backend, r->send_method);
     const mg_server_conf_t *server = mg_backend_server(f->backend, f->first_server, f->attempt);
+    if (server == NULL)
+        return -1;
+    f->server = server;
     r->server = server->url;
     /* made once, unless the Host of an HTTP/1.0 client that sent none is the server's */
     if (f->headers == NULL || r->host.len == 0)
@@ -236,8 +246,35 @@ static int start_attempt(mg_forward_t *f)
                                 .body = r->req->entity, /* stays in the request's memory: a retry sends it again in full */
                                 .connect_timeout_ms = f->backend->connect_timeout_ms,
                                 .pool = &r->req->pool};
+    f->retry_status = 0;
     f->x = mg_exchange_start(r->worker, &xr, &exchange_callbacks, f);
-    return f->x != NULL ? 0 : -1;
+    if (f->x == NULL)
+        return -1;
+    mg_server_attempt_started(server);
+    if (f->attempt > 0) {
+        f->retrying = 1;
+        atomic_fetch_add_explicit(&f->backend->retries_running, 1, memory_order_relaxed);
+    }
+    return 0;
+}
+
+/* The attempt running has ended, whichever way. */
+static void attempt_over(mg_forward_t *f)
+{
+    mg_server_attempt_ended(f->server);
+    if (f->retrying)
+        atomic_fetch_sub_explicit(&f->backend->retries_running, 1, memory_order_relaxed);
+    f->retrying = 0;
+}
+
+/* The next attempt, on the next server, after retry_backoff if any. 0, or -1 when it cannot start. */
+static int retry(mg_forward_t *f)
+{
+    uint64_t delay = mg_backend_retry_backoff_ms(f->backend, ++f->attempt);
+    if (delay == 0)
+        return start_attempt(f);
+    mg_timer_set(&f->backoff, delay); /* the backend's `timeout` runs on meanwhile */
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -275,21 +312,25 @@ static void on_failed_before_response(mg_forward_t *f, mg_attempt_result_t resul
         break;
     case MG_ATTEMPT_NOT_CONNECTED:
     case MG_ATTEMPT_CONNECT_TIMEOUT:
-        if (mg_backend_may_retry(f->backend, f->attempt, f->r->send_method)) {
-            f->attempt++;
-            if (start_attempt(f) == 0)
-                return;
-        }
+        if (mg_backend_should_retry(f->backend, f->attempt, f->r->send_method, result, 0) && retry(f) == 0)
+            return;
         fail(f, 502, "backend-unavailable", "no backend server accepted the connection");
         break;
     case MG_ATTEMPT_TLS_FAILED:
         /* nothing of the request was sent: the next server may be tried, as after a refused connect */
-        if (mg_backend_may_retry(f->backend, f->attempt, f->r->send_method)) {
-            f->attempt++;
-            if (start_attempt(f) == 0)
-                return;
-        }
+        if (mg_backend_should_retry(f->backend, f->attempt, f->r->send_method, result, 0) && retry(f) == 0)
+            return;
         fail(f, 502, "backend-tls", detail);
+        break;
+    case MG_ATTEMPT_ABORTED:
+        if (f->retry_status != 0 && retry(f) == 0)
+            return;
+        fail(f, 502, "backend-unavailable", f->retry_status != 0 ? "cannot start the backend transfer" : detail);
+        break;
+    case MG_ATTEMPT_FAILED:
+        if (mg_backend_should_retry(f->backend, f->attempt, f->r->send_method, result, 0) && retry(f) == 0)
+            return;
+        fail(f, 502, "backend-unavailable", detail);
         break;
     default:
         fail(f, 502, "backend-unavailable", detail);
@@ -324,18 +365,25 @@ static void on_done(void *arg, mg_attempt_result_t result, const char *detail)
 {
     mg_forward_t *f = arg;
     f->x = NULL;
-    mg_timer_cancel(&f->timeout);
+    attempt_over(f);
+    /* a status refused for a retry is the server's answer all the same */
+    mg_server_report(f->server, f->retry_status != 0 ? MG_ATTEMPT_OK : result, f->retry_status != 0 ? f->retry_status : f->status);
     if (f->r->req == NULL) {
         /* the client is gone: nobody gets the response, the dispose frees it */
+        mg_timer_cancel(&f->timeout);
         transfer_over(f);
         f->state = MG_FORWARD_OVER;
         return;
     }
     /* once the client has part of the response, an error can only cut it short */
-    if (f->state >= MG_FORWARD_STREAMING || (result == MG_ATTEMPT_OK && f->state == MG_FORWARD_HEAD))
+    if (f->state >= MG_FORWARD_STREAMING || (result == MG_ATTEMPT_OK && f->state == MG_FORWARD_HEAD)) {
+        mg_timer_cancel(&f->timeout);
         finish(f, result);
-    else
+    } else {
+        /* a retry keeps the clock: `timeout` spans every attempt (each way out of here that is not
+         * a retry cancels it with the exchange) */
         on_failed_before_response(f, result, detail);
+    }
 }
 
 static const mg_exchange_callbacks_t exchange_callbacks = {on_head, on_body, on_done};
@@ -343,6 +391,8 @@ static const mg_exchange_callbacks_t exchange_callbacks = {on_head, on_body, on_
 static void on_timeout(mg_timer_t *timer)
 {
     mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, timeout, timer);
+    if (f->x != NULL)
+        mg_server_report(f->server, MG_ATTEMPT_TIMED_OUT, 0);
     release_exchange(f);
     if (f->state < MG_FORWARD_STREAMING)
         fail(f, 504, "backend-timeout", "the backend did not respond within the timeout");
@@ -362,6 +412,13 @@ static void on_stall(mg_timer_t *timer)
     mg_client_abort(f->client_req);
 }
 
+static void on_backoff(mg_timer_t *timer)
+{
+    mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, backoff, timer);
+    if (start_attempt(f) != 0)
+        fail(f, 502, "backend-unavailable", "cannot start the backend transfer");
+}
+
 static mg_forward_t *forward_new(mg_request_t *r)
 {
     h2o_req_t *req = r->req;
@@ -374,6 +431,7 @@ static mg_forward_t *forward_new(mg_request_t *r)
     f->generator.stop = on_stop;
     mg_timer_init(&f->timeout, &r->worker->timers, on_timeout);
     mg_timer_init(&f->stall, &r->worker->timers, on_stall);
+    mg_timer_init(&f->backoff, &r->worker->timers, on_backoff);
     f->client_req = req;
     h2o_buffer_init(&f->recv, &h2o_socket_buffer_prototype);
     h2o_buffer_init(&f->sending, &h2o_socket_buffer_prototype);
@@ -398,6 +456,15 @@ void mg_forward_start(mg_request_t *r, void (*over)(mg_request_t *r))
         fail(f, 400, "bad-request", "a request header value contains CR, LF or NUL");
         return;
     }
+    if ((f->first_server = mg_backend_first_server_keyed(f->backend, r->send_method,
+                                                         r->has_balance_key ? &r->balance_key : NULL)) == MG_NO_SERVER) {
+        /* every server is out (ejected, unhealthy, drained, disabled): say so at once rather than
+         * make the client wait for a connect timeout */
+        mg_forward_cancel(r);
+        mg_request_send_retry(r, 503, "no-healthy-server", "no server of the backend is healthy",
+                              mg_backend_retry_after_ms(f->backend, mg_health_clock()) * 1000);
+        return;
+    }
     mg_timer_set(&f->timeout, f->backend->timeout_ms);
     mg_client_watch_start(&f->client_watch, &r->worker->timers, r->req, on_client_gone);
     if (start_attempt(f) != 0)
@@ -411,8 +478,11 @@ static void release_exchange(mg_forward_t *f)
     mg_client_watch_stop(&f->client_watch);
     if (h2o_linklist_is_linked(&f->flush_link))
         h2o_linklist_unlink(&f->flush_link);
-    if (f->x != NULL)
+    mg_timer_cancel(&f->backoff);
+    if (f->x != NULL) {
         mg_exchange_cancel(f->x);
+        attempt_over(f);
+    }
     f->x = NULL;
 }
 

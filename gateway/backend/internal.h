@@ -23,6 +23,21 @@ void *mg__backend_client(mg_worker_t *w, const mg_backend_client_ops_t *ops);
 void mg__forward_flush(mg_worker_t *w);
 
 /* ---------------------------------------------------------------------------------------
+ * The active checks' side of the health words (health.c), for the prober thread only
+ */
+typedef struct mg_server_health mg_server_health_t;
+
+/* 1 when a check of `h` is due at `now_ms` (none running, `interval_ms` since the last start):
+ * then the check counts as started. */
+int mg__health_check_due(mg_server_health_t *h, uint64_t now_ms, uint64_t interval_ms);
+/* A check of `h` ended (`ok`: it passed; `status`: the response's, 0 for none): `healthy` passes
+ * in a row clear the unhealthy verdict, `unhealthy` failures in a row set it. 1 when the server
+ * turned healthy, -1 unhealthy, 0 no change. */
+int mg__health_check_done(mg_server_health_t *h, int ok, int status, unsigned healthy, unsigned unhealthy, uint64_t now_ms);
+/* The backend name and server url of `h` (valid for the life of the process). */
+void mg__health_names(const mg_server_health_t *h, const char **backend, const char **url);
+
+/* ---------------------------------------------------------------------------------------
  * Header fields (headers.c)
  */
 

@@ -139,7 +139,7 @@ static void parse_server(mg_config_loader_t *cl, mg_backend_conf_t *backend, con
         free(normalized);
         return;
     }
-    backend->servers[backend->num_servers++] = (mg_server_conf_t){normalized, weight, backend, 0};
+    backend->servers[backend->num_servers++] = (mg_server_conf_t){.url = normalized, .weight = weight, .backend = backend};
 }
 
 /*
@@ -198,7 +198,74 @@ static void parse_servers(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
  */
 
 /* In the order of mg_balance_t. */
-static const char *const balance_names[] = {"round_robin", "primary_for_writes", "first_available", NULL};
+static const char *const balance_names[] = {"round_robin", "primary_for_writes", "first_available", "least_request", "hash", NULL};
+
+/* FNV-1a, then splitmix64's finalizer: FNV alone leaves neighbouring keys ("t1", "t2") close. */
+uint64_t mg_ring_hash(const char *data, size_t len, uint64_t seed)
+{
+    uint64_t h = 1469598103934665603ull ^ seed;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)data[i]) * 1099511628211ull;
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 31);
+}
+
+static int ring_cmp(const void *a, const void *b)
+{
+    const mg_ring_point_t *x = a, *y = b;
+    return x->point < y->point ? -1 : x->point > y->point;
+}
+
+/* A server's points depend on its URL only, not on its place in the list or on the others: so
+ * adding or removing a server moves only the keys that land on its points. */
+int mg_backend_build_ring(mg_backend_conf_t *b)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < b->num_servers; i++)
+        n += (size_t)MG_RING_VNODES * b->servers[i].weight;
+    mg_ring_point_t *ring = calloc(n != 0 ? n : 1, sizeof(*ring));
+    if (ring == NULL)
+        return -1;
+    n = 0;
+    for (size_t i = 0; i < b->num_servers; i++)
+        for (size_t v = 0; v < (size_t)MG_RING_VNODES * b->servers[i].weight; v++)
+            ring[n++] = (mg_ring_point_t){mg_ring_hash(b->servers[i].url, strlen(b->servers[i].url), v), i};
+    qsort(ring, n, sizeof(*ring), ring_cmp);
+    free(b->ring);
+    b->ring = ring;
+    b->ring_len = n;
+    return 0;
+}
+
+/* Captures are the route's: a backend's key may only use what every request has. */
+static int knows_no_capture(void *arg, mg_str_t name)
+{
+    return 0;
+}
+
+static void parse_hash_key(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *map)
+{
+    const mg_node_t *node = mg_node_get(map, "hash_key");
+    if (backend->balance != MG_BALANCE_HASH) {
+        if (node != NULL)
+            mg_errors_add(cl->errs, node, "hash_key is only used with balance: hash");
+        return;
+    }
+    if (node == NULL) {
+        mg_errors_add(cl->errs, map, "missing key 'hash_key' (required by balance: hash)");
+        return;
+    }
+    if (node->kind != MG_NODE_SCALAR) {
+        mg_node_expect(node, MG_NODE_SCALAR, cl->errs);
+        return;
+    }
+    backend->hash_key = mg_template_compile(node, MG_TARGET_HEADER, knows_no_capture, NULL, cl->errs);
+    if (backend->hash_key != NULL && backend->num_servers != 0 && mg_backend_build_ring(backend) != 0)
+        mg_errors_add(cl->errs, node, "out of memory");
+}
 
 const char *mg_balance_name(mg_balance_t balance)
 {
@@ -221,7 +288,8 @@ static void parse_balance(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
     if ((guess = mg_closest_word(s, balance_names)) != NULL)
         mg_errors_add(cl->errs, node, "unknown balance '%s' (did you mean '%s'?)", s, guess);
     else
-        mg_errors_add(cl->errs, node, "unknown balance '%s' (expected round_robin, primary_for_writes or first_available)", s);
+        mg_errors_add(cl->errs, node,
+                      "unknown balance '%s' (expected round_robin, primary_for_writes, first_available, least_request or hash)", s);
 }
 
 /* The primary is named by URL, so it must match one of the servers after normalization. */
@@ -267,6 +335,152 @@ static void parse_http_client(mg_config_loader_t *cl, mg_backend_conf_t *backend
     mg_errors_add(cl->errs, node, "unknown http_client '%s' (expected builtin or libcurl)", s);
 }
 
+/* A share written "50%" (or a bare 50), 0 to 100: its percent in *out, else an error. */
+static void read_percent(mg_config_loader_t *cl, const mg_node_t *map, const char *key, unsigned *out)
+{
+    const mg_node_t *node = mg_node_get(map, key);
+    const char *s;
+    char *end;
+
+    if (node == NULL || mg_node_to_str(node, &s, cl->errs) != 0)
+        return;
+    unsigned long v = strtoul(s, &end, 10);
+    if (end == s || *s == '-' || *s == '+' || (*end == '%' && end[1] != '\0') || (*end != '%' && *end != '\0') || v > 100) {
+        mg_errors_add(cl->errs, node, "%s must be a percentage from 0%% to 100%% (like 50%%)", key);
+        return;
+    }
+    *out = (unsigned)v;
+}
+
+/* outlier: {consecutive_failures, consecutive_5xx, eject_for, max_eject_for, max_ejected}; the
+ * key present (even as {}) turns passive checks on with Envoy-like defaults. */
+static void parse_outlier(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *map)
+{
+    static const char *const keys[] = {"consecutive_failures", "consecutive_5xx", "eject_for",
+                                       "max_eject_for",        "max_ejected",     NULL};
+    const mg_node_t *node = mg_node_get(map, "outlier");
+    mg_outlier_conf_t *o = &backend->outlier;
+
+    if (node == NULL || mg_node_expect(node, MG_NODE_MAPPING, cl->errs) != 0)
+        return;
+    *o = (mg_outlier_conf_t){
+        .consecutive_failures = 5, .eject_for_ms = 30000, .max_eject_for_ms = 300000, .max_ejected_percent = 50};
+    mg_node_check_keys(node, keys, cl->errs);
+    mg__config_read_uint(cl, node, "consecutive_failures", 0, MG_MAX_IN_FLIGHT, &o->consecutive_failures);
+    mg__config_read_uint(cl, node, "consecutive_5xx", 0, MG_MAX_IN_FLIGHT, &o->consecutive_5xx);
+    mg__config_read_duration(cl, node, "eject_for", 1, &o->eject_for_ms);
+    mg__config_read_duration(cl, node, "max_eject_for", 1, &o->max_eject_for_ms);
+    read_percent(cl, node, "max_ejected", &o->max_ejected_percent);
+    if (o->max_eject_for_ms < o->eject_for_ms) {
+        const mg_node_t *at = mg_node_get(node, "max_eject_for");
+        mg_errors_add(cl->errs, at != NULL ? at : node, "max_eject_for must not be shorter than eject_for");
+    }
+}
+
+/* expect: "200-399", "200" or 200: the statuses a check accepts. */
+static void read_expect(mg_config_loader_t *cl, const mg_node_t *map, mg_health_conf_t *h)
+{
+    const mg_node_t *node = mg_node_get(map, "expect");
+    const char *s;
+    char *end, *end2;
+
+    if (node == NULL || mg_node_to_str(node, &s, cl->errs) != 0)
+        return;
+    unsigned long lo = strtoul(s, &end, 10), hi = lo;
+    if (end != s && *end == '-')
+        hi = strtoul(end + 1, &end2, 10), end = end2 == end + 1 ? end : end2;
+    if (end == s || *end != '\0' || *s < '0' || *s > '9' || lo < 100 || hi > 599 || lo > hi) {
+        mg_errors_add(cl->errs, node, "expect must be a status or a range of statuses between 100 and 599 (like 200-399)");
+        return;
+    }
+    h->expect_min = (unsigned)lo;
+    h->expect_max = (unsigned)hi;
+}
+
+static void read_health_headers(mg_config_loader_t *cl, const mg_node_t *map, mg_health_conf_t *h)
+{
+    const mg_node_t *node = mg_node_get(map, "headers");
+    if (node == NULL || mg_node_expect(node, MG_NODE_MAPPING, cl->errs) != 0)
+        return;
+    if ((h->headers = calloc(node->u.mapping.size + 1, sizeof(*h->headers))) == NULL)
+        return;
+    for (size_t i = 0; i < node->u.mapping.size; i++) {
+        const mg_node_t *k = node->u.mapping.pairs[i].key, *v = node->u.mapping.pairs[i].value;
+        const char *value;
+        if (mg_node_to_str(v, &value, cl->errs) != 0)
+            continue;
+        if (!mg_is_token(k->u.scalar.str, k->u.scalar.len) || !mg_is_field_value(value, strlen(value))) {
+            mg_errors_add(cl->errs, k, "invalid header '%s' for the health check", k->u.scalar.str);
+            continue;
+        }
+        if (asprintf(&h->headers[h->num_headers], "%s: %s", k->u.scalar.str, value) >= 0)
+            h->num_headers++;
+    }
+}
+
+/* health: {path, interval, timeout, healthy, unhealthy, expect, host, headers}: active checks. */
+static void parse_health(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *map)
+{
+    static const char *const keys[] = {"path", "interval", "timeout", "healthy", "unhealthy", "expect", "host", "headers", NULL};
+    const mg_node_t *node = mg_node_get(map, "health"), *path;
+    mg_health_conf_t *h = &backend->health;
+    const char *s;
+
+    if (node == NULL || mg_node_expect(node, MG_NODE_MAPPING, cl->errs) != 0)
+        return;
+    mg_node_check_keys(node, keys, cl->errs);
+    h->interval_ms = 5000;
+    h->timeout_ms = 1000;
+    h->healthy = 2;
+    h->unhealthy = 3;
+    h->expect_min = 200;
+    h->expect_max = 399;
+    if ((path = mg_node_require(node, "path", cl->errs)) != NULL && mg_node_to_str(path, &s, cl->errs) == 0) {
+        if (s[0] != '/' || strpbrk(s, " \t\r\n#") != NULL)
+            mg_errors_add(cl->errs, path, "health path must start with '/' and hold no spaces or '#'");
+        else
+            h->path = mg__config_copy_str(cl, path, s);
+    }
+    mg__config_read_duration(cl, node, "interval", 1, &h->interval_ms);
+    mg__config_read_duration(cl, node, "timeout", 1, &h->timeout_ms);
+    mg__config_read_uint(cl, node, "healthy", 1, 1000, &h->healthy);
+    mg__config_read_uint(cl, node, "unhealthy", 1, 1000, &h->unhealthy);
+    read_expect(cl, node, h);
+    const mg_node_t *host = mg_node_get(node, "host");
+    if (host != NULL && mg_node_to_str(host, &s, cl->errs) == 0) {
+        if (s[0] == '\0' || !mg_is_field_value(s, strlen(s)) || strpbrk(s, " \t/") != NULL)
+            mg_errors_add(cl->errs, host, "health host must be a host name");
+        else
+            h->host = mg__config_copy_str(cl, host, s);
+    }
+    read_health_headers(cl, node, h);
+}
+
+/* retry_on: [connect-failure, reset, 502, 503, 504] */
+static void parse_retry_on(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *map)
+{
+    static const char *const names[] = {"connect-failure", "reset", "502", "503", "504", NULL};
+    const mg_node_t *node = mg_node_get(map, "retry_on");
+    if (node == NULL || mg_node_expect(node, MG_NODE_SEQUENCE, cl->errs) != 0)
+        return;
+    backend->retry_on = 0;
+    for (size_t i = 0; i < node->u.sequence.size; i++) {
+        const mg_node_t *item = node->u.sequence.items[i];
+        const char *s, *guess;
+        if (mg_node_to_str(item, &s, cl->errs) != 0)
+            continue;
+        size_t k = 0;
+        while (names[k] != NULL && strcmp(names[k], s) != 0)
+            k++;
+        if (names[k] != NULL)
+            backend->retry_on |= 1u << k;
+        else if ((guess = mg_closest_word(s, names)) != NULL)
+            mg_errors_add(cl->errs, item, "unknown retry_on '%s' (did you mean '%s'?)", s, guess);
+        else
+            mg_errors_add(cl->errs, item, "unknown retry_on '%s' (expected connect-failure, reset, 502, 503 or 504)", s);
+    }
+}
+
 static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *key, const mg_node_t *map)
 {
     static const char *const keys[] = {"servers",
@@ -284,6 +498,13 @@ static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
                                        "keepalive_timeout",
                                        "max_idle_connections",
                                        "dns_refresh",
+                                       "outlier",
+                                       "panic",
+                                       "health",
+                                       "hash_key",
+                                       "retry_on",
+                                       "retry_budget",
+                                       "retry_backoff",
                                        NULL};
 
     /* Named even when invalid, so that routes using it do not add "unknown backend" noise. */
@@ -307,6 +528,7 @@ static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
     mg__config_parse_backend_transport(cl, backend, map);
     parse_balance(cl, backend, map);
     parse_primary(cl, backend, map);
+    parse_hash_key(cl, backend, map);
     mg__config_read_duration(cl, map, "connect_timeout", 1, &backend->connect_timeout_ms);
     mg__config_read_duration(cl, map, "timeout", 1, &backend->timeout_ms);
     mg__config_read_uint(cl, map, "retries", 0, MG_MAX_RETRIES, &backend->retries);
@@ -317,6 +539,15 @@ static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
     mg__config_read_duration(cl, map, "keepalive_timeout", 1, &backend->keepalive_timeout_ms);
     mg__config_read_uint(cl, map, "max_idle_connections", 0, MG_MAX_IN_FLIGHT, &backend->max_idle_connections);
     mg__config_read_duration(cl, map, "dns_refresh", 1, &backend->dns_refresh_ms);
+    parse_outlier(cl, backend, map);
+    parse_health(cl, backend, map);
+    backend->retry_on = MG_RETRY_CONNECT_FAILURE;
+    parse_retry_on(cl, backend, map);
+    read_percent(cl, map, "retry_budget", &backend->retry_budget_percent);
+    mg__config_read_duration(cl, map, "retry_backoff", 0, &backend->retry_backoff_ms);
+    const mg_node_t *panic = mg_node_get(map, "panic");
+    if (panic != NULL)
+        mg_node_to_bool(panic, &backend->panic, cl->errs);
 }
 
 void mg__config_parse_backends(mg_config_loader_t *cl, const mg_node_t *root)
@@ -347,4 +578,11 @@ void mg__config_backend_free(mg_backend_conf_t *backend)
     free(backend->primary);
     free(backend->name);
     mg__config_backend_tls_free(&backend->tls);
+    free(backend->health.path);
+    free(backend->health.host);
+    for (size_t i = 0; i < backend->health.num_headers; i++)
+        free(backend->health.headers[i]);
+    free(backend->health.headers);
+    mg_template_free(backend->hash_key);
+    free(backend->ring);
 }

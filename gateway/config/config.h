@@ -32,8 +32,11 @@ struct mg_backend_conf;
 typedef struct mg_server_conf {
     char *url; /* "http://host:port" or "https://host:port", with an optional path prefix, no trailing '/' */
     unsigned weight;
-    const struct mg_backend_conf *backend; /* the backend it belongs to (its client settings) */
+    struct mg_backend_conf *backend; /* the backend it belongs to (its client settings) */
     int via_libcurl; /* https://, or the backend's protocol is h2 or h2c: libcurl speaks to it (set at load) */
+    /* its health, shared by all workers and kept across reloads that keep the server
+     * (gateway/backend/health.c binds it); NULL: not bound (unit tests), always usable */
+    struct mg_server_health *health;
 } mg_server_conf_t;
 
 /* What a backend's servers are spoken to with (backends.c: `protocol`). */
@@ -58,14 +61,51 @@ typedef enum mg_http_client {
     MG_HTTP_CLIENT_LIBCURL, /* libcurl's (client_curl.c) */
 } mg_http_client_t;
 
+/* outlier: passive health checks (gateway/backend/health.c). */
+typedef struct mg_outlier_conf {
+    unsigned consecutive_failures; /* connect failures, resets, timeouts in a row that eject; 0: off */
+    unsigned consecutive_5xx;      /* 5xx responses in a row that eject; 0: off */
+    uint64_t eject_for_ms;         /* the first ejection; doubled on each repeat ... */
+    uint64_t max_eject_for_ms;     /* ... up to this */
+    unsigned max_ejected_percent;  /* at most this share of the servers ejected at once (at least one) */
+} mg_outlier_conf_t;
+
 typedef enum mg_balance {
     MG_BALANCE_ROUND_ROBIN,
     MG_BALANCE_PRIMARY_FOR_WRITES,
     MG_BALANCE_FIRST_AVAILABLE,
+    MG_BALANCE_LEAST_REQUEST, /* power of two choices over in-flight attempts, weights honoured */
+    MG_BALANCE_HASH,          /* consistent hashing of hash_key on a ring with virtual nodes */
 } mg_balance_t;
 
 /* The balance as written in the file ("round_robin", ...). */
 const char *mg_balance_name(mg_balance_t balance);
+/* balance: hash: one point of the ring (mg_backend_conf_t.ring, sorted by point). */
+typedef struct mg_ring_point {
+    uint64_t point;
+    size_t server;
+} mg_ring_point_t;
+
+/* retry_on: what a retry (on another server) covers. */
+#define MG_RETRY_CONNECT_FAILURE 1u /* no connection: refused, not resolved, connect_timeout */
+#define MG_RETRY_RESET 2u           /* the connection broke before the response started */
+#define MG_RETRY_502 4u
+#define MG_RETRY_503 8u
+#define MG_RETRY_504 16u
+
+/* Virtual nodes per unit of weight on the ring. */
+#define MG_RING_VNODES 160
+
+/* health: active checks (gateway/backend/prober.c). */
+typedef struct mg_health_conf {
+    char *path; /* NULL: no active checks */
+    uint64_t interval_ms, timeout_ms;
+    unsigned healthy, unhealthy;     /* checks in a row that turn a server healthy / unhealthy */
+    unsigned expect_min, expect_max; /* statuses that pass */
+    char *host;                      /* NULL: the server's */
+    char **headers;                  /* "Name: value" lines */
+    size_t num_headers;
+} mg_health_conf_t;
 
 typedef struct mg_backend_conf {
     char *name;
@@ -91,6 +131,16 @@ typedef struct mg_backend_conf {
     uint64_t dns_refresh_ms;        /* builtin client: a server name is looked up again after it */
     struct mg_backend_sched *sched; /* the backend's scheduler, owned by the gateway (dispatch.c); NULL in tests */
     atomic_size_t next;             /* round-robin cursor shared by all workers */
+    mg_outlier_conf_t outlier;      /* all zero (off) unless `outlier:` is given */
+    mg_health_conf_t health;
+    unsigned retry_on;             /* MG_RETRY_* bits: what a retry covers */
+    unsigned retry_budget_percent; /* retries running at most this share of the attempts in flight; 0: no budget */
+    uint64_t retry_backoff_ms;     /* before a retry, jittered and doubled per retry; 0: none */
+    atomic_long retries_running;   /* retry attempts in flight, all workers */
+    struct mg_template *hash_key;  /* balance: hash */
+    mg_ring_point_t *ring;         /* balance: hash: MG_RING_VNODES x weight points per server */
+    size_t ring_len;
+    int panic; /* no usable server: use the unhealthy ones anyway (else 503 no-healthy-server) */
 } mg_backend_conf_t;
 
 typedef struct mg_limits_conf {
@@ -324,6 +374,10 @@ uint64_t mg_config_route_stat(const mg_config_t *conf, const mg_route_t *route, 
 
 /* Frees the configuration whatever its references (--check, tests, a load that is dropped). */
 void mg_config_free(mg_config_t *conf);
+/* The 64-bit hash of the ring (balance: hash): of a key, or of a server's virtual node. */
+uint64_t mg_ring_hash(const char *data, size_t len, uint64_t seed);
+/* (Re)builds b->ring from its servers and weights. 0, or -1 when out of memory. */
+int mg_backend_build_ring(mg_backend_conf_t *b);
 /* Takes one more reference; returns `conf`. Any thread. */
 mg_config_t *mg_config_retain(mg_config_t *conf);
 /* Drops one reference; the last one frees the configuration. Any thread; NULL is ignored. */

@@ -36,7 +36,8 @@ static void connect_failed(mg_ws_tunnel_t *t, int timed_out)
         h2o_socket_close(t->server);
         t->server = NULL;
     }
-    if (mg_backend_may_retry(b, t->attempt, mg_str("GET", 3))) {
+    if (mg_backend_should_retry(b, t->attempt, mg_str("GET", 3), timed_out ? MG_ATTEMPT_CONNECT_TIMEOUT : MG_ATTEMPT_NOT_CONNECTED,
+                                0)) {
         t->attempt++;
         connect_next(t);
     } else if (timed_out) {
@@ -190,13 +191,14 @@ static void on_connected(void *arg, h2o_socket_t *sock, mg_attempt_result_t resu
 static void connect_next(mg_ws_tunnel_t *t)
 {
     const mg_server_conf_t *server = mg_backend_server(t->backend, t->first_server, t->attempt);
-    if (strncmp(server->url, "https://", 8) == 0) {
+    if (server != NULL && strncmp(server->url, "https://", 8) == 0) {
         /* the tunnel speaks plain TCP; sending the upgrade in clear to a TLS server would only fail
          * later and less clearly (docs/websocket.md) */
         fail(t, 502, "backend-tls", "WebSocket tunnels to https:// servers are not supported");
         return;
     }
-    if ((t->connecting = mg_backend_connect(t->w, server, t->backend->connect_timeout_ms, on_connected, t)) == NULL)
+    if (server == NULL ||
+        (t->connecting = mg_backend_connect(t->w, server, t->backend->connect_timeout_ms, on_connected, t)) == NULL)
         connect_failed(t, 0);
 }
 
@@ -267,6 +269,13 @@ void mg_ws_tunnel_start(mg_request_t *r)
         mg_request_send_error(r, 400, "bad-request", why);
         return;
     }
+    size_t first =
+        mg_backend_first_server_keyed(r->route->forward.backend, r->send_method, r->has_balance_key ? &r->balance_key : NULL);
+    if (first == MG_NO_SERVER) {
+        mg_request_send_retry(r, 503, "no-healthy-server", "no server of the backend is healthy",
+                              mg_backend_retry_after_ms(r->route->forward.backend, mg_health_clock()) * 1000);
+        return;
+    }
     mg_ws_tunnel_t *t = calloc(1, sizeof(*t));
     if (t == NULL) {
         mg_request_send_error(r, 503, "backend-unavailable", "out of memory");
@@ -278,7 +287,7 @@ void mg_ws_tunnel_start(mg_request_t *r)
     t->backend = r->route->forward.backend;
     t->up.from_client = 1;
     t->up.rd.max_message = t->conf->websocket.max_message_size;
-    t->first_server = mg_backend_first_server(t->backend, r->send_method);
+    t->first_server = first;
     memcpy(t->key, key.base, key.len);
     snprintf(t->route, sizeof(t->route), "%s", r->route->name != NULL ? r->route->name : "");
     mg_timer_init(&t->timer, &t->w->timers, on_handshake_timeout);

@@ -17,8 +17,8 @@ from support import (BUILD, MATCHGATE, START_TIMEOUT, Backend, Gateway, check_no
 def backend_factory():
     started = []
 
-    def start(name=None):
-        b = Backend(name or f"backend{len(started) + 1}")
+    def start(name=None, port=0):
+        b = Backend(name or f"backend{len(started) + 1}", port)
         started.append(b)
         return b
 

@@ -218,12 +218,20 @@ class _Handler(BaseHTTPRequestHandler):
     def _respond(self, rec):
         params = urllib.parse.parse_qs(rec.query)
         try:
+            if self.server.delay_ms:
+                time.sleep(self.server.delay_ms / 1000)
             if rec.path.endswith("/slow") or "/slow/" in rec.path:
                 time.sleep(int(params.get("ms", ["1000"])[0]) / 1000)
             if rec.path.endswith("/bytes"):
                 self._send_bytes(int(params.get("n", ["0"])[0]))
                 return
             m = re.search(r"/status/(\d{3})$", rec.path)
+            if self.server.force_status is not None and rec.path != "/healthz":
+                self._send_echo(rec, self.server.force_status)
+                return
+            if rec.path == "/healthz" and self.server.health_status is not None:
+                self._send_echo(rec, self.server.health_status)
+                return
             self._send_echo(rec, int(m.group(1)) if m else 200)
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
             self.close_connection = True
@@ -270,12 +278,15 @@ class Backend(ThreadingHTTPServer):
     block_on_close = False  # a handler stuck writing to a dead gateway must not block teardown
     request_queue_size = 256  # the default backlog of 5 drops connects under h2load
 
-    def __init__(self, name):
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, name, port=0):
+        super().__init__(("127.0.0.1", port), _Handler)
         self.name = name
         self.port = self.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.extra_headers = []  # (name, value) added to echo responses
+        self.health_status = None  # set: the status of GET /healthz (an active check's answer)
+        self.delay_ms = 0  # every response waits this long (a slow server)
+        self.force_status = None  # set: the status of every response but /healthz's (a failing server)
         self.requests = []
         self._lock = threading.Lock()
         self.connections = 0  # TCP connections accepted so far

@@ -33,6 +33,8 @@ SECTIONS = {
     "limits": (("limits",), {}),
     "listen": (("listen", "*"), {"address": None}),  # the base listener, see base_config
     "backends": (("backends", "*"), {"servers": ["http://127.0.0.1:9"]}),
+    "Passive checks: outlier": (("backends", "*", "outlier"), {}),
+    "Active checks: health": (("backends", "*", "health"), {"path": "/healthz"}),
     "tenants": (("tenants",), {"identify": [{"header": "X-Tenant-Id"}]}),
     "routes": (("routes", "*"), ROUTE),
     "bridge": (("routes", "*", "bridge"), {"backend": "app", "method": "POST"}),
@@ -349,7 +351,9 @@ def test_documented_settings_run_and_every_endpoint_answers(start_gateway, tmp_p
 
     answers = {}
     for method, path in endpoints():
-        if "{" in path:
+        if path.startswith("/backends/"):  # the base configuration's backend, its first server
+            status, _, body = gw.admin_request(method, path.replace("{name}", "app").replace("{index}", "0"), token=token)
+        elif "{" in path:
             status, _, body = run(session_and_call(method, path))
             assert wait_until(lambda: sessions() == [], 10), "the session did not end"
         else:

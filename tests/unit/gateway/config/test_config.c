@@ -190,6 +190,9 @@ Test(config, backend_defaults)
     cr_assert_eq(b->max_idle_connections, 1024);
     cr_assert_eq(b->dns_refresh_ms, 30000);
     cr_assert_eq(b->servers[0].backend, b, "a server knows its backend's client settings");
+    cr_assert_eq(b->outlier.consecutive_failures, 0, "passive checks are off without outlier:");
+    cr_assert_eq(b->outlier.consecutive_5xx, 0);
+    cr_assert_eq(b->panic, 0);
 }
 
 Test(config, backend_client_settings)
@@ -201,6 +204,85 @@ Test(config, backend_client_settings)
     cr_assert_eq(b->keepalive_timeout_ms, 4000);
     cr_assert_eq(b->max_idle_connections, 0);
     cr_assert_eq(b->dns_refresh_ms, 120000);
+}
+
+Test(config, outlier_defaults_and_values)
+{
+    load(BASE "backends:\n  crm:\n    servers: [\"http://127.0.0.1:9001\"]\n    outlier: {}\n"
+              "  api:\n    servers: [\"http://127.0.0.1:9002\"]\n    panic: true\n"
+              "    outlier: {consecutive_failures: 0, consecutive_5xx: 3, eject_for: 5s, max_eject_for: 1m, max_ejected: 100%}\n");
+    const mg_outlier_conf_t *o = &conf->backends[0].outlier;
+    cr_assert_eq(o->consecutive_failures, 5);
+    cr_assert_eq(o->consecutive_5xx, 0);
+    cr_assert_eq(o->eject_for_ms, 30000);
+    cr_assert_eq(o->max_eject_for_ms, 300000);
+    cr_assert_eq(o->max_ejected_percent, 50);
+    cr_assert_eq(conf->backends[0].panic, 0);
+    o = &conf->backends[1].outlier;
+    cr_assert_eq(o->consecutive_failures, 0);
+    cr_assert_eq(o->consecutive_5xx, 3);
+    cr_assert_eq(o->eject_for_ms, 5000);
+    cr_assert_eq(o->max_eject_for_ms, 60000);
+    cr_assert_eq(o->max_ejected_percent, 100);
+    cr_assert_eq(conf->backends[1].panic, 1);
+    cr_assert_null(conf->backends[0].health.path, "no active checks without health:");
+}
+
+Test(config, hash_and_least_request)
+{
+    load(BASE "backends:\n  crm:\n    servers: [\"http://127.0.0.1:9001\", {url: \"http://127.0.0.1:9002\", weight: 3}]\n"
+              "    balance: hash\n    hash_key: \"${tenant}-${header.X-Region}\"\n"
+              "  api:\n    servers: [\"http://127.0.0.1:9002\"]\n    balance: least_request\n");
+    const mg_backend_conf_t *b = &conf->backends[0];
+    cr_assert_eq(b->balance, MG_BALANCE_HASH);
+    cr_assert_not_null(b->hash_key);
+    cr_assert_eq(b->ring_len, 4 * MG_RING_VNODES, "virtual nodes by weight");
+    for (size_t i = 1; i < b->ring_len; i++)
+        cr_assert_leq(b->ring[i - 1].point, b->ring[i].point);
+    cr_assert_eq(conf->backends[1].balance, MG_BALANCE_LEAST_REQUEST);
+    cr_assert_null(conf->backends[1].ring);
+}
+
+Test(config, retry_keys)
+{
+    load(BASE "backends:\n  crm:\n    servers: [\"http://127.0.0.1:9001\"]\n"
+              "  api:\n    servers: [\"http://127.0.0.1:9002\"]\n    retry_on: [reset, 502, 503, 504]\n"
+              "    retry_budget: 20%\n    retry_backoff: 25ms\n");
+    cr_assert_eq(conf->backends[0].retry_on, MG_RETRY_CONNECT_FAILURE, "today's rule by default");
+    cr_assert_eq(conf->backends[0].retry_budget_percent, 0, "no budget by default");
+    cr_assert_eq(conf->backends[0].retry_backoff_ms, 0);
+    cr_assert_eq(conf->backends[1].retry_on, MG_RETRY_RESET | MG_RETRY_502 | MG_RETRY_503 | MG_RETRY_504);
+    cr_assert_eq(conf->backends[1].retry_budget_percent, 20);
+    cr_assert_eq(conf->backends[1].retry_backoff_ms, 25);
+}
+
+Test(config, health_defaults_and_values)
+{
+    load(BASE "backends:\n  crm:\n    servers: [\"http://127.0.0.1:9001\"]\n    health: {path: /healthz}\n"
+              "  api:\n    servers: [\"http://127.0.0.1:9002\"]\n"
+              "    health: {path: /up, interval: 2s, timeout: 300ms, healthy: 1, unhealthy: 5, expect: 204, host: api.internal,"
+              " headers: {X-Check: \"1\"}}\n");
+    const mg_health_conf_t *h = &conf->backends[0].health;
+    cr_assert_str_eq(h->path, "/healthz");
+    cr_assert_eq(h->interval_ms, 5000);
+    cr_assert_eq(h->timeout_ms, 1000);
+    cr_assert_eq(h->healthy, 2);
+    cr_assert_eq(h->unhealthy, 3);
+    cr_assert_eq(h->expect_min, 200);
+    cr_assert_eq(h->expect_max, 399);
+    cr_assert_null(h->host);
+    cr_assert_eq(h->num_headers, 0);
+    h = &conf->backends[1].health;
+    cr_assert_str_eq(h->path, "/up");
+    cr_assert_eq(h->interval_ms, 2000);
+    cr_assert_eq(h->timeout_ms, 300);
+    cr_assert_eq(h->healthy, 1);
+    cr_assert_eq(h->unhealthy, 5);
+    cr_assert_eq(h->expect_min, 204);
+    cr_assert_eq(h->expect_max, 204);
+    cr_assert_str_eq(h->host, "api.internal");
+    cr_assert_eq(h->num_headers, 1);
+    cr_assert_str_eq(h->headers[0], "X-Check: 1");
 }
 
 static const char full[] = "listen:\n"
@@ -570,7 +652,20 @@ static const bad_config_t bad_configs[] = {
     {BACKEND("{servers: [\"http://a:1\"], balance: round_robbin}"),
      "gw.yaml:2:43: unknown balance 'round_robbin' (did you mean 'round_robin'?)"},
     {BACKEND("{servers: [\"http://a:1\"], balance: random}"),
-     "gw.yaml:2:43: unknown balance 'random' (expected round_robin, primary_for_writes or first_available)"},
+     "gw.yaml:2:43: unknown balance 'random' (expected round_robin, primary_for_writes, first_available, least_request or hash)"},
+    {BACKEND("{servers: [\"http://a:1\"], retry_on: [connect-failure, 500]}"),
+     "gw.yaml:2:62: unknown retry_on '500' (did you mean '502'?)"},
+    {BACKEND("{servers: [\"http://a:1\"], retry_on: [timeout]}"),
+     "gw.yaml:2:45: unknown retry_on 'timeout' (expected connect-failure, reset, 502, 503 or 504)"},
+    {BACKEND("{servers: [\"http://a:1\"], retry_on: [rest]}"), "gw.yaml:2:45: unknown retry_on 'rest' (did you mean 'reset'?)"},
+    {BACKEND("{servers: [\"http://a:1\"], retry_on: reset}"), "gw.yaml:2:44: expected a sequence, got a scalar"},
+    {BACKEND("{servers: [\"http://a:1\"], retry_budget: 120%}"),
+     "gw.yaml:2:48: retry_budget must be a percentage from 0% to 100% (like 50%)"},
+    {BACKEND("{servers: [\"http://a:1\"], retry_backoff: soon}"),
+     "gw.yaml:2:49: invalid duration 'soon' (expected e.g. 250ms, 5s, 2m, 1h)"},
+    {BACKEND("{servers: [\"http://a:1\"], balance: hash}"), "gw.yaml:2:8: missing key 'hash_key' (required by balance: hash)"},
+    {BACKEND("{servers: [\"http://a:1\"], hash_key: \"${tenant}\"}"), "gw.yaml:2:44: hash_key is only used with balance: hash"},
+    {BACKEND("{servers: [\"http://a:1\"], balance: hash, hash_key: [a]}"), "gw.yaml:2:59: expected a scalar, got a sequence"},
     {BACKEND("{servers: [\"http://a:1\"], balance: primary_for_writes}"),
      "gw.yaml:2:8: missing key 'primary' (required by balance: primary_for_writes)"},
     {BACKEND("{servers: [\"http://a:1\"], balance: primary_for_writes, primary: \"http://b:1\"}"),
@@ -606,6 +701,36 @@ static const bad_config_t bad_configs[] = {
     {BACKEND("{servers: [\"http://a:1\"], timeout: fast}"),
      "gw.yaml:2:43: invalid duration 'fast' (expected e.g. 250ms, 5s, 2m, 1h)"},
     {BACKEND("{servers: [\"http://a:1\"], timeuot: 1s}"), "gw.yaml:2:34: unknown key 'timeuot' (did you mean 'timeout'?)"},
+    {BACKEND("{servers: [\"http://a:1\"], outlier: 5}"), "gw.yaml:2:43: expected a mapping, got a scalar"},
+    {BACKEND("{servers: [\"http://a:1\"], outlier: {consecutive_failure: 5}}"),
+     "gw.yaml:2:44: unknown key 'consecutive_failure' (did you mean 'consecutive_failures'?)"},
+    {BACKEND("{servers: [\"http://a:1\"], outlier: {consecutive_failures: -1}}"),
+     "gw.yaml:2:66: expected an integer between 0 and 1000000, got '-1'"},
+    {BACKEND("{servers: [\"http://a:1\"], outlier: {eject_for: 0s}}"), "gw.yaml:2:55: eject_for must be greater than 0"},
+    {BACKEND("{servers: [\"http://a:1\"], outlier: {eject_for: 1m, max_eject_for: 30s}}"),
+     "gw.yaml:2:74: max_eject_for must not be shorter than eject_for"},
+    {BACKEND("{servers: [\"http://a:1\"], outlier: {max_ejected: 101%}}"),
+     "gw.yaml:2:57: max_ejected must be a percentage from 0% to 100% (like 50%)"},
+    {BACKEND("{servers: [\"http://a:1\"], outlier: {max_ejected: half}}"),
+     "gw.yaml:2:57: max_ejected must be a percentage from 0% to 100% (like 50%)"},
+    {BACKEND("{servers: [\"http://a:1\"], outlier: {max_ejected: 5%%}}"),
+     "gw.yaml:2:57: max_ejected must be a percentage from 0% to 100% (like 50%)"},
+    {BACKEND("{servers: [\"http://a:1\"], panic: maybe}"), "gw.yaml:2:41: expected true or false, got 'maybe'"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {interval: 1s}}"), "gw.yaml:2:42: missing key 'path'"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {path: healthz}}"),
+     "gw.yaml:2:49: health path must start with '/' and hold no spaces or '#'"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {path: /h, interval: 0s}}"), "gw.yaml:2:63: interval must be greater than 0"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {path: /h, healthy: 0}}"),
+     "gw.yaml:2:62: expected an integer between 1 and 1000, got '0'"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {path: /h, expect: 200-99}}"),
+     "gw.yaml:2:61: expect must be a status or a range of statuses between 100 and 599 (like 200-399)"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {path: /h, expect: 2xx}}"),
+     "gw.yaml:2:61: expect must be a status or a range of statuses between 100 and 599 (like 200-399)"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {path: /h, host: \"a b\"}}"), "gw.yaml:2:59: health host must be a host name"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {path: /h, headers: {\"a b\": c}}}"),
+     "gw.yaml:2:63: invalid header 'a b' for the health check"},
+    {BACKEND("{servers: [\"http://a:1\"], health: {path: /h, intervall: 1s}}"),
+     "gw.yaml:2:53: unknown key 'intervall' (did you mean 'interval'?)"},
     {"backends:\n  \"\": {servers: [\"http://a:1\"]}\n" BASE, "gw.yaml:2:3: backend names must not be empty"},
     /* admin */
     {"admin: \":9901\"\n" BASE, "gw.yaml:1:8: expected a mapping, got a scalar"},
