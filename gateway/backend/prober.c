@@ -24,7 +24,7 @@
 
 typedef struct check {
     CURL *easy;
-    struct curl_slist *headers;
+    struct curl_slist *headers, *connect_to;
     mg_server_health_t *health;
     unsigned healthy, unhealthy, expect_min, expect_max;
     char url[MAX_URL];
@@ -53,15 +53,51 @@ static void check_free(check_t *c)
     if (c->easy != NULL)
         curl_easy_cleanup(c->easy);
     curl_slist_free_all(c->headers);
+    curl_slist_free_all(c->connect_to);
     free(c);
 }
 
 /* The check's request: GET url + path, the configured Host and headers. 0, or -1. */
+/*
+ * An https:// server is checked as its requests reach it (client_curl.c): the backend's tls
+ * (ca, verify, client certificate), and with tls.server_name the name sent and verified is that
+ * one while the connection goes to the url's host and port (CONNECT_TO). Without this a backend
+ * behind a private CA would fail every check. The url's base in `base` (size MAX_URL).
+ */
+static int check_tls(check_t *c, const mg_backend_conf_t *b, const mg_server_conf_t *s, char *base)
+{
+    const mg_backend_tls_conf_t *tls = &b->tls;
+    snprintf(base, MAX_URL, "%s", s->url);
+    if (strncmp(s->url, "https://", 8) != 0)
+        return 0;
+    if (tls->ca != NULL)
+        curl_easy_setopt(c->easy, CURLOPT_CAINFO, tls->ca);
+    curl_easy_setopt(c->easy, CURLOPT_SSL_VERIFYPEER, tls->verify ? 1L : 0L);
+    curl_easy_setopt(c->easy, CURLOPT_SSL_VERIFYHOST, tls->verify ? 2L : 0L);
+    if (tls->certificate != NULL) {
+        curl_easy_setopt(c->easy, CURLOPT_SSLCERT, tls->certificate);
+        curl_easy_setopt(c->easy, CURLOPT_SSLKEY, tls->key);
+    }
+    if (tls->server_name == NULL)
+        return 0;
+    const char *authority = s->url + strlen("https://"), *end = authority + strcspn(authority, "/"), *port = end;
+    while (port > authority && port[-1] != ':')
+        port--;
+    char connect_to[600];
+    if (port == authority || snprintf(connect_to, sizeof(connect_to), "::%.*s", (int)(end - authority), authority) >= 600 ||
+        snprintf(base, MAX_URL, "https://%s:%s", tls->server_name, port) >= MAX_URL ||
+        (c->connect_to = curl_slist_append(NULL, connect_to)) == NULL)
+        return -1;
+    curl_easy_setopt(c->easy, CURLOPT_CONNECT_TO, c->connect_to);
+    return 0;
+}
+
 static int check_setup(check_t *c, const mg_backend_conf_t *b, const mg_server_conf_t *s)
 {
     const mg_health_conf_t *hc = &b->health;
-    if (mg_url_build(c->url, sizeof(c->url), s->url, mg_str(hc->path, strlen(hc->path)), mg_str("", 0)) < 0 ||
-        (c->easy = curl_easy_init()) == NULL)
+    char base[MAX_URL];
+    if ((c->easy = curl_easy_init()) == NULL || check_tls(c, b, s, base) != 0 ||
+        mg_url_build(c->url, sizeof(c->url), base, mg_str(hc->path, strlen(hc->path)), mg_str("", 0)) < 0)
         return -1;
     if (hc->host != NULL) {
         char line[600];

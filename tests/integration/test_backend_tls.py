@@ -289,3 +289,30 @@ def test_check_reports_tls_errors_with_positions(tmp_path, pki):
     ok = check(tmp_path, backend_conf(["https://127.0.0.1:1"], protocol="h2",
                                       tls={"ca": str(pki.ca), "certificate": str(pki.client), "key": str(pki.client_key)}))
     assert ok.returncode == 0, ok.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# Active health checks of https:// servers use the backend's tls (issue 16 with issue 15)
+
+
+def server_states(gw):
+    status, _, body = gw.admin_request("GET", "/backends")
+    assert status == 200, body
+    return json.loads(body)["backends"][0]["servers"]
+
+
+@pytest.mark.parametrize("tls", [{"server_name": "localhost"}, {}])
+def test_health_checks_of_an_https_server_use_its_tls(start_gateway, servers, pki, tls):
+    # a private CA: checks made with the system's CAs, or with the url's address as the name,
+    # would fail every time and take a healthy server out
+    b = tls_backend(servers, pki)
+    conf = backend_conf([b.url], tls={"ca": str(pki.ca), **tls},
+                        health={"path": "/healthz", "interval": "100ms", "healthy": 1, "unhealthy": 1})
+    cfg = gateway_config(free_port(), {"b": conf}, ROUTES)
+    cfg["admin"] = {"address": f"127.0.0.1:{free_port()}"}
+    gw = start_gateway(cfg)
+    assert wait_for(lambda: (server_states(gw)[0]["last_check"] or {}).get("status") == 200, 5), server_states(gw)
+    assert server_states(gw)[0]["state"] == "healthy"
+    assert get_json(gw, "/api/x")["backend"] == "tls1"
+    if tls:
+        assert "localhost" in b.sni, b.sni
