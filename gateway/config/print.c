@@ -97,6 +97,74 @@ static void put_globals(FILE *out, const mg_config_t *conf)
     put_u64(out, "  ", "max_queued_messages", w->max_queued_messages);
 }
 
+static void put_template(FILE *out, const mg_template_t *t)
+{
+    mg_str_t s = mg_template_source(t);
+    put_str(out, s.base, s.len);
+}
+
+/* protocol, tls and the builtin client's keys of a backend. */
+static void put_backend_transport(FILE *out, const mg_backend_conf_t *b)
+{
+    static const char *const protocols[] = {"http1", "h2", "h2c"};
+    const mg_backend_tls_conf_t *tls = &b->tls;
+    fprintf(out, "    protocol: %s\n", protocols[b->protocol]);
+    if (tls->ca != NULL || tls->server_name != NULL || tls->certificate != NULL || !tls->verify) {
+        fprintf(out, "    tls: {verify: %s", tls->verify ? "true" : "false");
+        const char *keys[] = {"ca", "server_name", "certificate", "key"};
+        const char *values[] = {tls->ca, tls->server_name, tls->certificate, tls->key};
+        for (size_t i = 0; i < 4; i++) {
+            if (values[i] == NULL)
+                continue;
+            fprintf(out, ", %s: ", keys[i]);
+            put_cstr(out, values[i]);
+        }
+        fputs("}\n", out);
+    }
+    fprintf(out, "    http_client: %s\n", b->http_client == MG_HTTP_CLIENT_LIBCURL ? "libcurl" : "builtin");
+    put_ms(out, "    ", "keepalive_timeout", b->keepalive_timeout_ms);
+    put_u64(out, "    ", "max_idle_connections", b->max_idle_connections);
+    put_ms(out, "    ", "dns_refresh", b->dns_refresh_ms);
+}
+
+/* hash_key, outlier, health, panic and the retry rules of a backend. */
+static void put_backend_health(FILE *out, const mg_backend_conf_t *b)
+{
+    static const char *const retry_names[] = {"connect-failure", "reset", "502", "503", "504"};
+    const mg_outlier_conf_t *o = &b->outlier;
+    const mg_health_conf_t *h = &b->health;
+    if (b->hash_key != NULL) {
+        fputs("    hash_key: ", out);
+        put_template(out, b->hash_key);
+        fputc('\n', out);
+    }
+    if (o->consecutive_failures != 0 || o->consecutive_5xx != 0)
+        fprintf(out,
+                "    outlier: {consecutive_failures: %u, consecutive_5xx: %u, eject_for: %" PRIu64 "ms, max_eject_for: %" PRIu64
+                "ms, max_ejected: %u%%}\n",
+                o->consecutive_failures, o->consecutive_5xx, o->eject_for_ms, o->max_eject_for_ms, o->max_ejected_percent);
+    if (h->path != NULL) {
+        fputs("    health: {path: ", out);
+        put_cstr(out, h->path);
+        fprintf(out, ", interval: %" PRIu64 "ms, timeout: %" PRIu64 "ms, healthy: %u, unhealthy: %u, expect: \"%u-%u\"",
+                h->interval_ms, h->timeout_ms, h->healthy, h->unhealthy, h->expect_min, h->expect_max);
+        if (h->host != NULL) {
+            fputs(", host: ", out);
+            put_cstr(out, h->host);
+        }
+        if (h->num_headers != 0)
+            fprintf(out, "}  # and %zu header(s), not shown\n", h->num_headers);
+        else
+            fputs("}\n", out);
+    }
+    fprintf(out, "    panic: %s\n    retry_on: [", b->panic ? "true" : "false");
+    for (unsigned i = 0, n = 0; i < 5; i++)
+        if (b->retry_on & (1u << i))
+            fprintf(out, "%s%s", n++ != 0 ? ", " : "", retry_names[i]);
+    fprintf(out, "]\n    retry_budget: %u%%\n", b->retry_budget_percent);
+    put_ms(out, "    ", "retry_backoff", b->retry_backoff_ms);
+}
+
 static void put_backend(FILE *out, const mg_backend_conf_t *b)
 {
     fputs("  ", out);
@@ -119,6 +187,8 @@ static void put_backend(FILE *out, const mg_backend_conf_t *b)
     put_u64(out, "    ", "max_in_flight", b->max_in_flight);
     put_ms(out, "    ", "queue_timeout", b->queue_timeout_ms);
     put_u64(out, "    ", "max_queued_per_key", b->max_queued_per_key);
+    put_backend_transport(out, b);
+    put_backend_health(out, b);
 }
 
 static void put_tenants(FILE *out, const mg_tenants_conf_t *tc)
@@ -153,12 +223,13 @@ static void put_tenants(FILE *out, const mg_tenants_conf_t *tc)
         fputc('\n', out);
     }
     put_u64(out, "  ", "max_keys", tc->max_keys);
-}
-
-static void put_template(FILE *out, const mg_template_t *t)
-{
-    mg_str_t s = mg_template_source(t);
-    put_str(out, s.base, s.len);
+    if (tc->store.store != NULL) {
+        static const char *const policies[] = {"local", "allow", "reject"};
+        /* a comment, not the key: the password is a secret (never printed, like the admin token),
+         * and so the printed file checks again without it */
+        fprintf(out, "  # store: redis %s, timeout %" PRIu64 "ms, on_failure %s, nodes %u (password and key_prefix not shown)\n",
+                tc->store.redis, tc->store.timeout_ms, policies[tc->store.on_failure], tc->store.nodes);
+    }
 }
 
 static void put_condition(FILE *out, const mg_matcher_t *m)

@@ -1,6 +1,7 @@
 /* gateway/backend/servers.c: the server of each attempt, and whether a failed attempt may go on. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "gateway/backend/internal.h"
 
@@ -201,6 +202,8 @@ Test(servers, hash_moves_about_one_key_in_n_when_a_server_comes_or_goes)
         for (size_t i = 0; i <= n; i++) /* and the keys are spread evenly */
             cr_expect(per_server[i] > KEYS * ideal * 0.7 && per_server[i] < KEYS * ideal * 1.3, "server %zu has %zu keys", i,
                       per_server[i]);
+        free(small.b.ring);
+        free(big.b.ring);
     }
 }
 
@@ -232,6 +235,7 @@ Test(servers, hash_keys_of_a_server_out_go_to_the_next_and_come_back)
     for (int i = 0; i < 40; i++)
         seen[mg_backend_first_server(&f.b, MG_STR("GET"))]++;
     cr_expect(seen[0] == 10 && seen[1] == 10 && seen[2] == 10 && seen[3] == 10);
+    free(f.b.ring);
 }
 
 Test(servers, least_request_prefers_fewer_in_flight_per_weight)
