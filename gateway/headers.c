@@ -182,6 +182,13 @@ const char *mg_request_head_error(const h2o_req_t *req)
      * another request line towards the backend */
     if (!mg_is_token(req->method.base, req->method.len))
         return "the method is not a token (RFC 9110 9.1)";
+    /* nor white space or a control character in HTTP/2's :path: written into the request line
+     * of an HTTP/1.1 backend, a space would end the target there (RFC 9112 3.2, RFC 3986 2) */
+    for (size_t i = 0; i < req->input.path.len; i++) {
+        unsigned char c = (unsigned char)req->input.path.base[i];
+        if (c <= 0x20 || c == 0x7f)
+            return "the request target contains white space or a control character";
+    }
     for (size_t i = 0; i < req->headers.size; i++) {
         const h2o_header_t *h = &req->headers.entries[i];
         const char *why = mg_request_field_error(h->name->base, h->name->len, h->value.base, h->value.len, req->version >= 0x200);

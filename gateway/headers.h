@@ -34,9 +34,10 @@ const char *mg_http1_framing_error(const struct phr_header *headers, size_t n, i
  * but HTAB in the value; over HTTP/2 (`http2`) no white space at either end of the value either
  * (RFC 9113 8.2.1). NULL when valid, else what is wrong. */
 const char *mg_request_field_error(const char *name, size_t nlen, const char *value, size_t vlen, int http2);
-/* Why the request's method and header fields cannot be passed on, NULL when they can: the
- * method must be a token (RFC 9110 9.1; h2o checks neither HTTP/2's :method nor all of an
- * HTTP/1 method), every field pass mg_request_field_error (h2o's HTTP/1 parser applies the
+/* Why the request's method, target and header fields cannot be passed on, NULL when they can:
+ * the method must be a token (RFC 9110 9.1; h2o checks neither HTTP/2's :method nor all of an
+ * HTTP/1 method), the target hold no white space or control character (h2o does not check
+ * HTTP/2's :path), every field pass mg_request_field_error (h2o's HTTP/1 parser applies the
  * field rules itself, its HPACK decoder not all of them). Checked once per request, before
  * routing, whatever the route does with it (forward, tunnel, bridge). */
 const char *mg_request_head_error(const h2o_req_t *req);

@@ -336,6 +336,30 @@ Test(headers, request_method_table)
     h2o_mem_clear_pool(&pool);
 }
 
+/* The request target goes into the backend's request line as it came (the builtin client writes
+ * it by memcpy): over HTTP/2 nothing but this check keeps a space or a control character out. */
+Test(headers, request_target_table)
+{
+    static const struct {
+        const char *path;
+        int valid;
+    } rows[] = {
+        {"/", 1},     {"/a/b?x=1&y=%20", 1}, {"/caf\xc3\xa9", 1},    {"/a!$&'()*+,;=:@~", 1},
+        {"/a b", 0},  {"/a?x=1 2", 0},       {"/x\tz", 0},           {"/x\r\nX-Injected: 1", 0},
+        {"/\x7f", 0}, {"/nul\x01", 0},       {"/a HTTP/1.1\r\n", 0},
+    };
+    h2o_mem_pool_t pool;
+    h2o_mem_init_pool(&pool);
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        h2o_req_t req = {.version = 0x200, .method = h2o_iovec_init(H2O_STRLIT("GET"))};
+        req.input.path = h2o_iovec_init(rows[i].path, strlen(rows[i].path));
+        req.headers = headers_of(&pool, (const char *const[]){"accept", "*/*", NULL});
+        const char *why = mg_request_head_error(&req);
+        cr_expect_eq(why == NULL, rows[i].valid, "row %zu: %s", i, why != NULL ? why : "accepted");
+    }
+    h2o_mem_clear_pool(&pool);
+}
+
 /* The fields are checked after the method, with mg_request_field_error's rules. */
 Test(headers, request_head_checks_every_field)
 {
