@@ -197,6 +197,27 @@ def test_a_method_that_is_not_a_token_is_refused(start_h2, backend, method):
     assert served(gw, tls)
 
 
+BAD_TARGETS = [b"/api/a b", b"/api/m?x=1 2", b"/api/x\tz", b"/api/m HTTP/1.1\r\nX-Injected: 1\r\n\r\nGET /admin",
+               b"/api/\x7f", b"/api/\x01"]
+
+
+@pytest.mark.parametrize("path", BAD_TARGETS, ids=range(len(BAD_TARGETS)))
+def test_a_path_with_white_space_or_a_control_character_is_refused(start_h2, backend, path):
+    """h2o does not check :path, and the builtin client writes the target into the backend's
+    request line as it came: '/api/a b' reached a backend as 'GET /api/a b HTTP/1.1'. 400
+    bad-request, nothing reaches the backend, the connection stays usable."""
+    gw, tls = start_h2(gateway_config(free_port(), backends={"b": [backend.url]}, routes=[API]))
+    enc = hpack.Encoder()
+    block = enc.encode([(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"t"), (b":path", path)], huffman=False)
+
+    res = one_request(gw, tls, block)
+
+    assert res.status == 400, res
+    assert res.get("x-matchgate-error") == "bad-request"
+    assert backend.received() == []
+    assert served(gw, tls)
+
+
 def test_a_token_method_is_forwarded_as_sent(start_h2, backend):
     setattr(backend.RequestHandlerClass, "do_M-SEARCH", backend.RequestHandlerClass._handle)  # any token goes
     gw, tls = start_h2(gateway_config(free_port(), backends={"b": [backend.url]}, routes=[API]))
