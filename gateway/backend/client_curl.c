@@ -14,52 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <curl/curl.h>
-#include "gateway/backend/internal.h"
-
-#define FREE_LIST_MAX 64
-
-/* One per backend connection, from curl's first interest in it until curl closes it: the h2o
- * socket owns the fd, so keep-alive reuse costs no dup/epoll registration churn. */
-typedef struct watch {
-    struct curl_client *cc;
-    h2o_socket_t *sock;
-    curl_socket_t fd;
-    int what;        /* CURL_POLL_* last asked for; 0 after CURL_POLL_REMOVE */
-    int write_armed; /* h2o_socket_notify_write is one-shot and cannot be cancelled */
-    int closed;      /* curl closed it while a write notification was armed */
-} watch_t;
-
-/* A worker's instance. */
-typedef struct curl_client {
-    mg_worker_t *w;
-    CURLM *multi;
-    mg_timer_t timer; /* curl's */
-    CURL *free_list[FREE_LIST_MAX];
-    size_t num_free;
-    watch_t **by_fd; /* indexed by fd */
-    size_t by_fd_size;
-    CURLSH *share; /* TLS sessions, resumed by the worker's new connections to a server */
-} curl_client_t;
-
-/* Why the client itself stopped a transfer (the head it could not pass on), or the owner did. */
-typedef enum stop_reason { STOP_NONE, STOP_TOO_MANY_HEADERS, STOP_BAD_HEAD, STOP_OWNER } stop_reason_t;
-
-typedef struct curl_exchange {
-    mg_exchange_t super;
-    curl_client_t *cc;
-    CURL *easy;
-    const mg_exchange_callbacks_t *cbs;
-    void *arg;
-    h2o_mem_pool_t *pool;
-    /* the response head as received */
-    int status;
-    h2o_iovec_t reason;
-    h2o_iovec_t lines[MG_BACKEND_MAX_FIELDS];
-    size_t num_lines;
-    int head_done;
-    stop_reason_t stopped;
-    char *error; /* curl's own words on a failure (https:// servers: what the TLS library said) */
-} curl_exchange_t;
+#include "gateway/backend/client_curl.h"
 
 /* ---------------------------------------------------------------------------------------
  * The multi handle in the loop
@@ -504,92 +459,11 @@ static int is_head(mg_str_t method)
     return h2o_memis(method.base, method.len, H2O_STRLIT("HEAD"));
 }
 
-/* libcurl before 8.0.0 breaks a reused h2c (prior knowledge) connection: it switches it to HTTP/2
- * a second time, and the exchange fails with "Error in the HTTP2 framing layer" (curl issue 10634,
- * fixed in 8.0.0; Debian bookworm has 7.88.1). There, each h2c exchange gets a connection of its own.
- * Set once by process_init. */
-static int h2c_reuse_broken;
-
-static int is_https(const mg_server_conf_t *server)
-{
-    return strncmp(server->url, "https://", 8) == 0;
-}
-
-/*
- * tls.server_name: curl sends and verifies the url's host, so the url names server_name and
- * CONNECT_TO takes the connection to the server's own host and port. `base` becomes
- * "https://NAME:PORT[/prefix]"; NULL when the server has no port (the configuration has one).
- */
-static const char *url_with_server_name(curl_exchange_t *x, const mg_server_conf_t *server, const char *name)
-{
-    const char *authority = server->url + strlen("https://");
-    const char *end = authority + strcspn(authority, "/");
-    const char *port = end;
-    while (port > authority && port[-1] != ':')
-        port--;
-    if (port == authority)
-        return NULL;
-    size_t alen = (size_t)(end - authority), plen = strlen(port), nlen = strlen(name);
-    char *connect_to = h2o_mem_alloc_pool(x->pool, alen + 3);
-    memcpy(connect_to, "::", 2);
-    memcpy(connect_to + 2, authority, alen);
-    connect_to[alen + 2] = '\0';
-    struct curl_slist *node = h2o_mem_alloc_pool(x->pool, sizeof(*node));
-    *node = (struct curl_slist){connect_to, NULL};
-    curl_easy_setopt(x->easy, CURLOPT_CONNECT_TO, node);
-    char *base = h2o_mem_alloc_pool(x->pool, strlen("https://") + nlen + 1 + plen + 1);
-    sprintf(base, "https://%s:%s", name, port);
-    return base;
-}
-
-static void configure_tls(curl_exchange_t *x, const mg_backend_tls_conf_t *tls)
-{
-    CURL *e = x->easy;
-    if (tls->ca != NULL)
-        curl_easy_setopt(e, CURLOPT_CAINFO, tls->ca);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, tls->verify ? 1L : 0L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, tls->verify ? 2L : 0L);
-    if (tls->certificate != NULL) {
-        curl_easy_setopt(e, CURLOPT_SSLCERT, tls->certificate);
-        curl_easy_setopt(e, CURLOPT_SSLKEY, tls->key);
-    }
-    x->error = h2o_mem_alloc_pool(x->pool, CURL_ERROR_SIZE);
-    x->error[0] = '\0';
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->error);
-}
-
-/* The protocol and TLS settings of the server's backend; the url's base (server_name may change it). */
-static const char *configure_transport(curl_exchange_t *x, const mg_server_conf_t *server)
-{
-    const mg_backend_conf_t *b = server->backend;
-    const char *base = server->url;
-    if (b == NULL)
-        return base;
-    if (b->protocol == MG_PROTOCOL_H2)
-        curl_easy_setopt(x->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-    else if (b->protocol == MG_PROTOCOL_H2C)
-        curl_easy_setopt(x->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
-    if (b->protocol == MG_PROTOCOL_H2C && h2c_reuse_broken) {
-        /* a connection of its own, closed after it */
-        curl_easy_setopt(x->easy, CURLOPT_FRESH_CONNECT, 1L);
-        curl_easy_setopt(x->easy, CURLOPT_FORBID_REUSE, 1L);
-    } else if (b->protocol != MG_PROTOCOL_HTTP1) {
-        /* wait for a connection being made to say whether it multiplexes, rather than open another */
-        curl_easy_setopt(x->easy, CURLOPT_PIPEWAIT, 1L);
-    }
-    if (!is_https(server))
-        return base;
-    configure_tls(x, &b->tls);
-    if (b->tls.server_name != NULL && (base = url_with_server_name(x, server, b->tls.server_name)) == NULL)
-        base = server->url;
-    return base;
-}
-
 /* 0, or -1 when the url does not fit (a path too long for memory). */
 static int configure(curl_exchange_t *x, const mg_exchange_request_t *req)
 {
     CURL *e = x->easy;
-    const char *base = configure_transport(x, req->server);
+    const char *base = mg__curl_configure_transport(x, req->server);
     size_t size = strlen(base) + req->path.len + req->query.len + 2;
     char *url = h2o_mem_alloc_pool(req->pool, size);
     if (mg_url_build(url, size, base, req->path, req->query) < 0)
@@ -649,7 +523,7 @@ static void exchange_cancel(mg_exchange_t *xp)
 static void process_init(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    h2c_reuse_broken = curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
+    mg__curl_h2c_reuse_broken = curl_version_info(CURLVERSION_NOW)->version_num < 0x080000;
 }
 
 const mg_backend_client_ops_t mg_backend_client_curl = {

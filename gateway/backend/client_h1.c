@@ -16,75 +16,13 @@
  *
  * A request that fails on a reused connection before any byte of a response came (the backend
  * closed it while idle, as the request went out) is sent again once on a fresh connection.
+ *
+ * The pools and the addresses are in client_h1_pool.c; what the two files share, client_h1.h.
  */
-#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/backend/h1.h"
-#include "gateway/backend/internal.h"
+#include "gateway/backend/client_h1.h"
 
-#define NUM_BUCKETS 64
-
-typedef struct h1_client h1_client_t;
-typedef struct h1_pool h1_pool_t;
-typedef struct h1_exchange h1_exchange_t;
-
-typedef struct h1_conn {
-    h1_pool_t *pool;
-    h2o_socket_t *sock;
-    h2o_linklist_t idle_link; /* in pool->idle while idle */
-    uint64_t idle_since;
-    h1_exchange_t *x; /* the exchange on it, NULL while idle or connecting for nobody */
-} h1_conn_t;
-
-struct h1_pool {
-    h1_client_t *hc;
-    h1_pool_t *next; /* in its bucket */
-    char *url;
-    h2o_iovec_t prefix; /* the url's path, "" for none */
-    char host[256], port[8];
-    int is_name;
-    struct sockaddr_storage *addrs;
-    size_t num_addrs, next_addr;
-    uint64_t resolved_at;
-    h2o_hostinfo_getaddr_req_t *getaddr;
-    h2o_linklist_t waiting; /* exchanges waiting for the addresses */
-    h2o_linklist_t idle;    /* most recently used first */
-    size_t num_idle;
-    mg_timer_t expiry;
-    /* the backend's settings, as of the latest exchange */
-    uint64_t keepalive_ms, dns_refresh_ms;
-    size_t max_idle;
-};
-
-struct h1_client {
-    mg_worker_t *w;
-    h1_pool_t *buckets[NUM_BUCKETS];
-};
-
-struct h1_exchange {
-    mg_exchange_t super;
-    h1_pool_t *pool;
-    h1_conn_t *conn;
-    const mg_exchange_callbacks_t *cbs;
-    void *arg;
-    h2o_mem_pool_t *mem;
-    mg_str_t method;
-    h2o_iovec_t bufs[2];
-    size_t num_bufs;
-    uint64_t connect_timeout_ms;
-    mg_timer_t timer;         /* connect_timeout; at 0 to report a failure from outside start */
-    h2o_linklist_t wait_link; /* in pool->waiting */
-    mg_h1_body_t body;
-    size_t pending; /* decoded body bytes at the start of the connection's input, not taken yet */
-    size_t tries;   /* addresses tried for this connect */
-    mg_attempt_result_t late_result;
-    const char *late_detail;
-    unsigned head_request : 1, head_done : 1, body_end : 1, write_done : 1, paused : 1, eof : 1, reused : 1, retried : 1,
-        got_bytes : 1, keep_alive : 1, raw : 1;
-};
-
-static void conn_close(h1_conn_t *conn);
 static void open_connection(h1_exchange_t *x);
 static void process(h1_exchange_t *x);
 
@@ -95,7 +33,7 @@ static void process(h1_exchange_t *x);
 /* Lets go of the connection (kept when `reuse`) and reports. Touches nothing of x after on_done. */
 static void finish(h1_exchange_t *x, mg_attempt_result_t result, const char *detail, int reuse);
 
-static void fail(h1_exchange_t *x, mg_attempt_result_t result, const char *detail)
+void mg__h1_fail(h1_exchange_t *x, mg_attempt_result_t result, const char *detail)
 {
     finish(x, result, detail, 0);
 }
@@ -116,7 +54,7 @@ static void on_late(mg_timer_t *timer)
 {
     h1_exchange_t *x = H2O_STRUCT_FROM_MEMBER(h1_exchange_t, timer, timer);
     mg_worker_t *w = x->pool->hc->w;
-    fail(x, x->late_result, x->late_detail);
+    mg__h1_fail(x, x->late_result, x->late_detail);
     mg__backend_after_run(w);
 }
 
@@ -149,10 +87,8 @@ static void release_input(h1_conn_t *conn)
 }
 
 /* ---------------------------------------------------------------------------------------
- * Pools
+ * An exchange's end: its connection back to the pool (client_h1_pool.c) or closed
  */
-static void pool_checkin(h1_pool_t *pool, h1_conn_t *conn);
-
 static void finish(h1_exchange_t *x, mg_attempt_result_t result, const char *detail, int reuse)
 {
     h1_conn_t *conn = x->conn;
@@ -164,202 +100,11 @@ static void finish(h1_exchange_t *x, mg_attempt_result_t result, const char *det
         conn->x = NULL;
         if (reuse) {
             release_input(conn);
-            pool_checkin(x->pool, conn);
+            mg__h1_pool_checkin(x->pool, conn);
         } else
-            conn_close(conn);
+            mg__h1_conn_close(conn);
     }
     x->cbs->on_done(x->arg, result, detail);
-}
-
-static void conn_close(h1_conn_t *conn)
-{
-    if (h2o_linklist_is_linked(&conn->idle_link)) {
-        h2o_linklist_unlink(&conn->idle_link);
-        conn->pool->num_idle--;
-    }
-    h2o_socket_close(conn->sock);
-    free(conn);
-}
-
-static h1_conn_t *oldest_idle(h1_pool_t *pool)
-{
-    return H2O_STRUCT_FROM_MEMBER(h1_conn_t, idle_link, pool->idle.prev);
-}
-
-/* Closes the idle connections older than keepalive_timeout, and wakes up for the next one. */
-static void on_expiry(mg_timer_t *timer)
-{
-    h1_pool_t *pool = H2O_STRUCT_FROM_MEMBER(h1_pool_t, expiry, timer);
-    uint64_t now = h2o_now(pool->hc->w->ctx.loop);
-    while (!h2o_linklist_is_empty(&pool->idle) && oldest_idle(pool)->idle_since + pool->keepalive_ms <= now)
-        conn_close(oldest_idle(pool));
-    if (!h2o_linklist_is_empty(&pool->idle))
-        mg_timer_set(&pool->expiry, oldest_idle(pool)->idle_since + pool->keepalive_ms - now);
-}
-
-static void pool_checkin(h1_pool_t *pool, h1_conn_t *conn)
-{
-    if (pool->max_idle == 0) {
-        conn_close(conn);
-        return;
-    }
-    if (pool->num_idle >= pool->max_idle)
-        conn_close(oldest_idle(pool));
-    conn->idle_since = h2o_now(pool->hc->w->ctx.loop);
-    h2o_linklist_insert(pool->idle.next, &conn->idle_link);
-    pool->num_idle++;
-    if (!mg_timer_is_set(&pool->expiry))
-        mg_timer_set(&pool->expiry, pool->keepalive_ms);
-}
-
-/* The most recently used idle connection still within keepalive_timeout, or NULL. */
-static h1_conn_t *pool_checkout(h1_pool_t *pool)
-{
-    uint64_t now = h2o_now(pool->hc->w->ctx.loop);
-    while (!h2o_linklist_is_empty(&pool->idle)) {
-        h1_conn_t *conn = H2O_STRUCT_FROM_MEMBER(h1_conn_t, idle_link, pool->idle.next);
-        h2o_linklist_unlink(&conn->idle_link);
-        pool->num_idle--;
-        if (conn->idle_since + pool->keepalive_ms > now)
-            return conn;
-        h2o_socket_close(conn->sock); /* expired, its timer has not run yet */
-        free(conn);
-    }
-    return NULL;
-}
-
-/* "http://host:port/prefix" into host, port and prefix; an IP address becomes the only address. */
-static int pool_parse_url(h1_pool_t *pool)
-{
-    const char *hp = strstr(pool->url, "://"), *slash, *colon;
-    if (hp == NULL)
-        return -1;
-    hp += 3;
-    slash = strchr(hp, '/');
-    if (slash == NULL)
-        slash = hp + strlen(hp);
-    pool->prefix = h2o_iovec_init(slash, strlen(slash));
-    colon = slash;
-    while (colon > hp && colon[-1] != ':')
-        colon--;
-    if (colon == hp || (size_t)(slash - colon) >= sizeof(pool->port))
-        return -1;
-    memcpy(pool->port, colon, (size_t)(slash - colon));
-    const char *host = hp, *host_end = colon - 1;
-    if (*host == '[' && host_end > host && host_end[-1] == ']')
-        host++, host_end--;
-    if ((size_t)(host_end - host) >= sizeof(pool->host))
-        return -1;
-    memcpy(pool->host, host, (size_t)(host_end - host));
-    struct sockaddr_in v4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(pool->port))};
-    struct sockaddr_in6 v6 = {.sin6_family = AF_INET6, .sin6_port = v4.sin_port};
-    int is_v4 = inet_pton(AF_INET, pool->host, &v4.sin_addr) == 1;
-    if (!is_v4 && inet_pton(AF_INET6, pool->host, &v6.sin6_addr) != 1) {
-        pool->is_name = 1;
-        return 0;
-    }
-    if ((pool->addrs = calloc(1, sizeof(*pool->addrs))) == NULL)
-        return -1;
-    if (is_v4)
-        memcpy(pool->addrs, &v4, sizeof(v4));
-    else
-        memcpy(pool->addrs, &v6, sizeof(v6));
-    pool->num_addrs = 1;
-    return 0;
-}
-
-static uint32_t hash_url(const char *s)
-{
-    uint32_t h = 2166136261u;
-    for (; *s != '\0'; s++)
-        h = (h ^ (uint8_t)*s) * 16777619u;
-    return h;
-}
-
-static void pool_free(h1_pool_t *pool)
-{
-    mg_timer_cancel(&pool->expiry);
-    while (!h2o_linklist_is_empty(&pool->idle))
-        conn_close(oldest_idle(pool));
-    if (pool->getaddr != NULL)
-        h2o_hostinfo_getaddr_cancel(pool->getaddr);
-    free(pool->addrs);
-    free(pool->url);
-    free(pool);
-}
-
-/* The worker's pool for `server`, made on first use; NULL when out of memory. */
-static h1_pool_t *pool_get(h1_client_t *hc, const mg_server_conf_t *server)
-{
-    h1_pool_t **slot = &hc->buckets[hash_url(server->url) % NUM_BUCKETS], *pool;
-    for (pool = *slot; pool != NULL; pool = pool->next)
-        if (strcmp(pool->url, server->url) == 0)
-            break;
-    if (pool == NULL) {
-        if ((pool = calloc(1, sizeof(*pool))) == NULL || (pool->url = strdup(server->url)) == NULL || pool_parse_url(pool) != 0) {
-            if (pool != NULL)
-                free(pool->url);
-            free(pool);
-            return NULL;
-        }
-        pool->hc = hc;
-        h2o_linklist_init_anchor(&pool->waiting);
-        h2o_linklist_init_anchor(&pool->idle);
-        mg_timer_init(&pool->expiry, &hc->w->timers, on_expiry);
-        pool->next = *slot;
-        *slot = pool;
-    }
-    if (server->backend != NULL) {
-        pool->keepalive_ms = server->backend->keepalive_timeout_ms;
-        pool->max_idle = server->backend->max_idle_connections;
-        pool->dns_refresh_ms = server->backend->dns_refresh_ms;
-    }
-    return pool;
-}
-
-/* ---------------------------------------------------------------------------------------
- * Names
- */
-static void connect_next(h1_exchange_t *x);
-
-static void on_getaddr(h2o_hostinfo_getaddr_req_t *req, const char *errstr, struct addrinfo *res, void *arg)
-{
-    h1_pool_t *pool = arg;
-    size_t n = 0;
-    pool->getaddr = NULL;
-    pool->resolved_at = h2o_now(pool->hc->w->ctx.loop);
-    for (struct addrinfo *ai = errstr == NULL ? res : NULL; ai != NULL; ai = ai->ai_next)
-        n += ai->ai_addrlen <= sizeof(struct sockaddr_storage);
-    struct sockaddr_storage *addrs = n != 0 ? calloc(n, sizeof(*addrs)) : NULL;
-    if (addrs != NULL) {
-        /* a failed lookup keeps the last good addresses */
-        n = 0;
-        for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next)
-            if (ai->ai_addrlen <= sizeof(struct sockaddr_storage))
-                memcpy(&addrs[n++], ai->ai_addr, ai->ai_addrlen);
-        free(pool->addrs);
-        pool->addrs = addrs;
-        pool->num_addrs = n;
-    }
-    while (!h2o_linklist_is_empty(&pool->waiting)) {
-        h1_exchange_t *x = H2O_STRUCT_FROM_MEMBER(h1_exchange_t, wait_link, pool->waiting.next);
-        h2o_linklist_unlink(&x->wait_link);
-        if (pool->num_addrs != 0)
-            connect_next(x);
-        else
-            fail(x, MG_ATTEMPT_NOT_CONNECTED, "the server's name did not resolve");
-    }
-    mg__backend_after_run(pool->hc->w);
-}
-
-static void pool_resolve(h1_pool_t *pool)
-{
-    if (pool->getaddr != NULL)
-        return;
-    pool->getaddr =
-        h2o_hostinfo_getaddr(&pool->hc->w->ctx.receivers.hostinfo_getaddr, h2o_iovec_init(pool->host, strlen(pool->host)),
-                             h2o_iovec_init(pool->port, strlen(pool->port)), AF_UNSPEC, SOCK_STREAM, IPPROTO_TCP,
-                             AI_ADDRCONFIG | AI_NUMERICSERV, on_getaddr, pool);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -383,11 +128,11 @@ static void on_connect(h2o_socket_t *sock, const char *err)
     mg_worker_t *w = x->pool->hc->w;
     if (err != NULL) {
         x->conn = NULL;
-        conn_close(conn);
+        mg__h1_conn_close(conn);
         if (x->tries < x->pool->num_addrs)
-            connect_next(x); /* the name's next address */
+            mg__h1_connect_next(x); /* the name's next address */
         else
-            fail(x, MG_ATTEMPT_NOT_CONNECTED, err);
+            mg__h1_fail(x, MG_ATTEMPT_NOT_CONNECTED, err);
         mg__backend_after_run(w);
         return;
     }
@@ -401,7 +146,7 @@ static void on_connect(h2o_socket_t *sock, const char *err)
 }
 
 /* Connects to the pool's next address (round them all). */
-static void connect_next(h1_exchange_t *x)
+void mg__h1_connect_next(h1_exchange_t *x)
 {
     h1_pool_t *pool = x->pool;
     struct sockaddr_storage *ss = &pool->addrs[pool->next_addr++ % pool->num_addrs];
@@ -423,7 +168,7 @@ static void on_connect_timeout(mg_timer_t *timer)
 {
     h1_exchange_t *x = H2O_STRUCT_FROM_MEMBER(h1_exchange_t, timer, timer);
     mg_worker_t *w = x->pool->hc->w;
-    fail(x, MG_ATTEMPT_CONNECT_TIMEOUT, "connection timed out");
+    mg__h1_fail(x, MG_ATTEMPT_CONNECT_TIMEOUT, "connection timed out");
     mg__backend_after_run(w);
 }
 
@@ -438,11 +183,11 @@ static void open_connection(h1_exchange_t *x)
     x->reused = 0;
     x->tries = 0;
     if (pool->is_name && (pool->num_addrs == 0 || now - pool->resolved_at >= pool->dns_refresh_ms))
-        pool_resolve(pool);
+        mg__h1_pool_resolve(pool);
     if (pool->num_addrs == 0)
         h2o_linklist_insert(&pool->waiting, &x->wait_link);
     else
-        connect_next(x);
+        mg__h1_connect_next(x);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -460,7 +205,7 @@ static void on_broken(h1_exchange_t *x, const char *detail)
         h1_conn_t *conn = x->conn;
         x->conn = NULL;
         conn->x = NULL;
-        conn_close(conn);
+        mg__h1_conn_close(conn);
         x->retried = 1;
         open_connection(x);
         return;
@@ -468,7 +213,7 @@ static void on_broken(h1_exchange_t *x, const char *detail)
     if (x->head_done && x->body.framing == MG_H1_UNTIL_CLOSE && x->eof)
         finish(x, MG_ATTEMPT_OK, "", 0);
     else
-        fail(x, x->head_done || !x->got_bytes ? MG_ATTEMPT_FAILED : MG_ATTEMPT_BAD_RESPONSE, detail);
+        mg__h1_fail(x, x->head_done || !x->got_bytes ? MG_ATTEMPT_FAILED : MG_ATTEMPT_BAD_RESPONSE, detail);
 }
 
 static void on_write(h2o_socket_t *sock, const char *err)
@@ -509,7 +254,7 @@ static int take_head(h1_exchange_t *x, mg_h1_head_t *head, size_t len)
     mg_h1_body_init(&x->body, head);
     x->body_end = head->framing == MG_H1_NO_BODY || (head->framing == MG_H1_LENGTH && head->content_length == 0);
     if (x->cbs->on_head(x->arg, head->status, head->reason, head->fields, head->num_fields) != 0) {
-        fail(x, MG_ATTEMPT_ABORTED, "the response was refused");
+        mg__h1_fail(x, MG_ATTEMPT_ABORTED, "the response was refused");
         return -1;
     }
     return 0;
@@ -526,7 +271,7 @@ static int read_head(h1_exchange_t *x)
         const char *why = NULL;
         ssize_t len = mg_h1_parse_head(in->bytes, in->size, x->head_request, &head, &err, &why);
         if (len < 0) {
-            fail(x, err, why);
+            mg__h1_fail(x, err, why);
             return -1;
         }
         if (len == 0)
@@ -548,7 +293,7 @@ static int read_body(h1_exchange_t *x)
             const char *why = NULL;
             mg_h1_decoded_t d = mg_h1_body_decode(&x->body, in->bytes, in->size, &body, &extra, &why);
             if (d == MG_H1_ERROR) {
-                fail(x, MG_ATTEMPT_BAD_RESPONSE, why);
+                mg__h1_fail(x, MG_ATTEMPT_BAD_RESPONSE, why);
                 return -1;
             }
             in->size = body + extra; /* chunks are decoded in place */
@@ -566,7 +311,7 @@ static int read_body(h1_exchange_t *x)
                 h2o_socket_read_stop(x->conn->sock);
                 return 0;
             default:
-                fail(x, MG_ATTEMPT_ABORTED, "the response was refused");
+                mg__h1_fail(x, MG_ATTEMPT_ABORTED, "the response was refused");
                 return -1;
             }
         }
@@ -592,7 +337,7 @@ static void process(h1_exchange_t *x)
         return;
     if (x->body_end) {
         if (x->conn->sock->input->size != 0)
-            fail(x, MG_ATTEMPT_BAD_RESPONSE, "the backend sent bytes after the end of its response");
+            mg__h1_fail(x, MG_ATTEMPT_BAD_RESPONSE, "the backend sent bytes after the end of its response");
         else
             finish(x, MG_ATTEMPT_OK, "", x->keep_alive && x->write_done && !x->eof);
         return;
@@ -607,7 +352,7 @@ static void on_read(h2o_socket_t *sock, const char *err)
     h1_exchange_t *x = conn->x;
     if (x == NULL) {
         /* an idle connection: the backend closed it, or sent what nobody asked for */
-        conn_close(conn);
+        mg__h1_conn_close(conn);
         return;
     }
     mg_worker_t *w = x->pool->hc->w;
@@ -632,7 +377,7 @@ static int is_head(mg_str_t method)
 static mg_exchange_t *exchange_start(void *client, const mg_exchange_request_t *req, const mg_exchange_callbacks_t *cbs, void *arg)
 {
     h1_client_t *hc = client;
-    h1_pool_t *pool = pool_get(hc, req->server);
+    h1_pool_t *pool = mg__h1_pool_get(hc, req->server);
     if (pool == NULL)
         return NULL;
     h1_exchange_t *x = h2o_mem_alloc_pool(req->pool, sizeof(*x));
@@ -652,7 +397,7 @@ static mg_exchange_t *exchange_start(void *client, const mg_exchange_request_t *
     x->num_bufs = 1;
     if (with_body && req->body.len != 0)
         x->bufs[x->num_bufs++] = req->body; /* the same writev: one write for head and body */
-    h1_conn_t *conn = pool_checkout(pool);
+    h1_conn_t *conn = mg__h1_pool_checkout(pool);
     if (conn == NULL) {
         open_connection(x);
         return &x->super;
@@ -686,7 +431,7 @@ static void exchange_cancel(mg_exchange_t *xp)
     if (x->conn != NULL) {
         /* mid-exchange: what the backend still sends cannot be told from the next response */
         x->conn->x = NULL;
-        conn_close(x->conn);
+        mg__h1_conn_close(x->conn);
         x->conn = NULL;
     }
 }
@@ -706,7 +451,7 @@ static void client_destroy(void *client)
         while (hc->buckets[i] != NULL) {
             h1_pool_t *pool = hc->buckets[i];
             hc->buckets[i] = pool->next;
-            pool_free(pool);
+            mg__h1_pool_free(pool);
         }
     }
     free(hc);
@@ -764,7 +509,7 @@ mg_backend_connect_t *mg_backend_connect(mg_worker_t *w, const mg_server_conf_t 
                                          mg_backend_connected_t done, void *arg)
 {
     h1_client_t *hc = mg__backend_client(w, &mg_backend_client_h1);
-    h1_pool_t *pool = hc != NULL ? pool_get(hc, server) : NULL;
+    h1_pool_t *pool = hc != NULL ? mg__h1_pool_get(hc, server) : NULL;
     mg_backend_connect_t *c = pool != NULL ? calloc(1, sizeof(*c)) : NULL;
     if (c == NULL)
         return NULL;

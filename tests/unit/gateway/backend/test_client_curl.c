@@ -72,7 +72,7 @@ Test(client_curl, a_stopped_head_wins_over_the_code)
 static const char *base_for(const char *url, const char *name)
 {
     mg_server_conf_t server = {.url = (char *)url};
-    return url_with_server_name(&x, &server, name);
+    return mg__curl_url_with_server_name(&x, &server, name);
 }
 
 Test(client_curl, server_name_replaces_the_host_of_the_url_only)
