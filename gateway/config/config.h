@@ -33,7 +33,7 @@ typedef struct mg_server_conf {
     char *url; /* "http://host:port" or "https://host:port", with an optional path prefix, no trailing '/' */
     unsigned weight;
     struct mg_backend_conf *backend; /* the backend it belongs to (its client settings) */
-    int via_libcurl; /* https://, or the backend's protocol is h2 or h2c: libcurl speaks to it (set at load) */
+    int via_libcurl;                 /* https://, or the backend's protocol is h2 or h2c: libcurl speaks to it (set at load) */
     /* its health, shared by all workers and kept across reloads that keep the server
      * (gateway/backend/health.c binds it); NULL: not bound (unit tests), always usable */
     struct mg_server_health *health;
@@ -196,9 +196,9 @@ typedef enum mg_store_policy {
 typedef struct mg_tenants_store {
     struct mg_store *store; /* NULL: no store, the local throttle decides (the default) */
     mg_store_policy_t on_failure;
-    unsigned nodes;       /* on_failure local: this node's share is N / nodes */
-    char *redis;          /* the servers as written, without passwords (for /tenants and the log) */
-    uint64_t timeout_ms;  /* as read (the store has it in microseconds) */
+    unsigned nodes;      /* on_failure local: this node's share is N / nodes */
+    char *redis;         /* the servers as written, without passwords (for /tenants and the log) */
+    uint64_t timeout_ms; /* as read (the store has it in microseconds) */
 } mg_tenants_store_t;
 
 #define MG_STORE_TIMEOUT_DEFAULT_MS 50
