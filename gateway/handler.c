@@ -196,6 +196,10 @@ static int build_context(mg_request_t *r, mg_ctx_t *ctx, mg_refusal_t *why)
     return rc;
 }
 
+#ifdef H2O_HAS_SHARED_RECYCLER /* a request's state is recycled by its worker (server.c) */
+_Static_assert(sizeof(mg_request_t) <= H2O_MEM_SHARED_RECYCLE_SIZE, "mg_request_t outgrew h2o's recycled shared entries");
+#endif
+
 static mg_request_t *request_new(mg_worker_t *w, h2o_req_t *req)
 {
     mg_request_t *r = h2o_mem_alloc_shared(&req->pool, sizeof(*r), on_request_dispose);

@@ -128,7 +128,9 @@ typedef struct mg_worker {
     struct mg_ws_worker *ws;                   /* its WebSocket sessions (gateway/websocket/) */
     mg_expiry_t **expiries;                    /* queue_timeout timers, by mg_backend_sched_t.index */
     size_t num_expiries;
-    uint64_t turns;             /* scheduler turns alive on this worker, orphans included (dispatch.c) */
+    uint64_t turns;           /* scheduler turns alive on this worker, orphans included (dispatch.c) */
+    struct mg_job *free_jobs; /* jobs kept for the next forwards, at most MG_FREE_JOBS_MAX (dispatch.c) */
+    size_t num_free_jobs;
     mg_config_t *conf;          /* current: what requests starting now use */
     struct mg_conf_hold *holds; /* configurations this worker holds (conf_refs.c) */
     mg_worker_stats_t stats;

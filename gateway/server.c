@@ -124,11 +124,37 @@ static int worker_done(mg_worker_t *w)
            h2o_linklist_is_empty(&w->ctx.http2._conns);
 }
 
+/* Socket buffers (8 KiB) a worker keeps for reuse instead of h2o's 16: each request empties
+ * and refills a few of them (client and backend input, the response relay), and with more than
+ * a handful of connections busy at once 16 kept meant a malloc and a free for most of them
+ * (docs/performance.md, cost-per-request). 512 bounds what is kept idle at 4 MiB per worker.
+ * h2o's own count under AddressSanitizer, which finds a buffer used after its release only
+ * while it is really freed. */
+#if defined(__SANITIZE_ADDRESS__)
+#define MG_SOCKET_BUFFERS_KEPT 16
+#else
+#define MG_SOCKET_BUFFERS_KEPT 512
+#endif
+
+/* Small shared allocations (every request's state, gateway/handler.c) a worker keeps for reuse:
+ * h2o 2.2.5 mallocs and frees each, deps/h2o patch 0007 lets a thread recycle them. 1024 covers
+ * the requests of 1,000 connections at once (1 MiB kept at most). None under AddressSanitizer. */
+#if defined(H2O_HAS_SHARED_RECYCLER) && !defined(__SANITIZE_ADDRESS__)
+#define MG_SHARED_ENTRIES_KEPT 1024
+/* The same for request pools' 4 KiB chunks (one or two per request): 512 kept, 2 MiB at most. */
+#define MG_POOL_CHUNKS_KEPT 512
+#endif
+
 static void *worker_main(void *arg)
 {
     mg_worker_t *w = arg;
     /* everything h2o is created on the worker's own thread: h2o sockets take their buffers
      * from thread-local free lists, which must not be shared between threads */
+    h2o_socket_buffer_prototype.allocator.max = MG_SOCKET_BUFFERS_KEPT; /* thread-local */
+#ifdef MG_SHARED_ENTRIES_KEPT
+    h2o_mem_shared_recycler.max = MG_SHARED_ENTRIES_KEPT; /* thread-local */
+    h2o_mem_set_pool_chunks_kept(MG_POOL_CHUNKS_KEPT);
+#endif
     h2o_context_init(&w->ctx, h2o_evloop_create(), &w->gw->globalconf);
     w->queue = h2o_multithread_create_queue(w->ctx.loop);
     h2o_multithread_register_receiver(w->queue, &w->stop_receiver, on_stop_message);
