@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/dispatch.h"
+#include "gateway/format.h"
 #include "gateway/client_watch.h"
 #include "gateway/backend/backend.h"
 
@@ -260,12 +261,17 @@ void mg_turn_finished(mg_worker_t *w)
  * (docs/configuration.md, "Fair shares of the queue"). */
 mg_str_t mg_turn_client(char *buf, mg_str_t tenant, uint64_t conn_id)
 {
-    int n = 0;
-    if (tenant.len != 0)
-        n = snprintf(buf, MG_TURN_CLIENT_LEN, "t:%.*s", (int)tenant.len, tenant.base);
-    else if (conn_id != 0)
-        n = snprintf(buf, MG_TURN_CLIENT_LEN, "c:%llu", (unsigned long long)conn_id);
-    return mg_str(buf, n <= 0 ? 0 : n < MG_TURN_CLIENT_LEN ? (size_t)n : MG_TURN_CLIENT_LEN - 1);
+    size_t n = 0;
+    if (tenant.len != 0) {
+        n = tenant.len < MG_TURN_CLIENT_LEN - 2 ? tenant.len : MG_TURN_CLIENT_LEN - 2;
+        memcpy(buf, "t:", 2);
+        memcpy(buf + 2, tenant.base, n);
+        n += 2;
+    } else if (conn_id != 0) {
+        memcpy(buf, "c:", 2);
+        n = 2 + mg_format_u64(buf + 2, conn_id);
+    }
+    return mg_str(buf, n);
 }
 
 const char *mg_turn_refusal(mg_sched_result_t res, int bridged)

@@ -10,6 +10,7 @@
 #include "gateway/internal.h"
 #include "gateway/accesslog.h"
 #include "gateway/dispatch.h"
+#include "gateway/format.h"
 #include "gateway/headers.h"
 #include "gateway/limits.h"
 #include "gateway/process.h"
@@ -53,9 +54,9 @@ static mg_str_t peer_of(h2o_req_t *req)
     socklen_t len = req->conn->callbacks->get_peername(req->conn, (struct sockaddr *)&ss);
     char *buf = h2o_mem_alloc_pool(&req->pool, INET6_ADDRSTRLEN);
     buf[0] = '\0';
-    if (len != 0 && ss.ss_family == AF_INET)
-        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, buf, INET6_ADDRSTRLEN);
-    else if (len != 0 && ss.ss_family == AF_INET6)
+    if (len != 0 && ss.ss_family == AF_INET) /* the common case, without inet_ntop's sprintf */
+        return mg_str(buf, mg_format_ipv4(buf, (const uint8_t *)&((struct sockaddr_in *)&ss)->sin_addr));
+    if (len != 0 && ss.ss_family == AF_INET6)
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, buf, INET6_ADDRSTRLEN);
     return mg_str(buf, strlen(buf));
 }
@@ -77,9 +78,9 @@ static mg_str_t request_id_of(mg_worker_t *w, h2o_req_t *req)
             return mg_str(v.base, v.len);
     }
     /* splitmix64 over a per-worker counter seeded from getrandom: ids must be unique, not secret */
-    char *buf = h2o_mem_alloc_pool(&req->pool, 33);
-    snprintf(buf, 33, "%016llx%016llx", (unsigned long long)mg_splitmix64(&w->rng[0]),
-             (unsigned long long)mg_splitmix64(&w->rng[1]));
+    char *buf = h2o_mem_alloc_pool(&req->pool, 32);
+    mg_format_hex64(buf, mg_splitmix64(&w->rng[0]));
+    mg_format_hex64(buf + 16, mg_splitmix64(&w->rng[1]));
     return mg_str(buf, 32);
 }
 

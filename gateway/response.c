@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include "gateway/internal.h"
 #include "gateway/accesslog.h"
+#include "gateway/format.h"
 
 static const char *reason_phrase(int status)
 {
@@ -87,9 +88,8 @@ static uint64_t whole_seconds(uint64_t us)
 
 static void add_number(h2o_req_t *req, const char *name, size_t len, uint64_t value)
 {
-    char *buf = h2o_mem_alloc_pool(&req->pool, 24);
-    int n = snprintf(buf, 24, "%llu", (unsigned long long)value);
-    add_header(req, name, len, buf, (size_t)n);
+    char *buf = h2o_mem_alloc_pool(&req->pool, 20);
+    add_header(req, name, len, buf, mg_format_u64(buf, value));
 }
 
 static void add_ratelimit(mg_request_t *r, h2o_req_t *req)

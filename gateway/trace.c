@@ -1,9 +1,9 @@
 /*
  * W3C Trace Context's traceparent (trace.h): parsed, and made for the gateway's hop.
  */
-#include <stdio.h>
 #include <string.h>
 #include "gateway/trace.h"
+#include "gateway/format.h"
 
 static int is_lower_hex(const char *s, size_t len)
 {
@@ -40,12 +40,18 @@ int mg_traceparent_parse(mg_str_t v, char trace_id[MG_TRACE_ID_LEN], char flags[
 void mg_traceparent_format(char out[MG_TRACEPARENT_LEN + 1], const char trace_id[MG_TRACE_ID_LEN], uint64_t span,
                            const char flags[2])
 {
-    snprintf(out, MG_TRACEPARENT_LEN + 1, "00-%.32s-%016llx-%.2s", trace_id, (unsigned long long)(span != 0 ? span : 1), flags);
+    /* "00-<trace id>-<span, 16 hex>-<flags>" */
+    memcpy(out, "00-", 3);
+    memcpy(out + 3, trace_id, MG_TRACE_ID_LEN);
+    out[35] = '-';
+    mg_format_hex64(out + 36, span != 0 ? span : 1);
+    out[52] = '-';
+    memcpy(out + 53, flags, 2);
+    out[MG_TRACEPARENT_LEN] = '\0';
 }
 
 void mg_trace_id_new(char out[MG_TRACE_ID_LEN], uint64_t a, uint64_t b)
 {
-    char buf[MG_TRACE_ID_LEN + 1];
-    snprintf(buf, sizeof(buf), "%016llx%016llx", (unsigned long long)a, (unsigned long long)(a == 0 && b == 0 ? 1 : b));
-    memcpy(out, buf, MG_TRACE_ID_LEN);
+    mg_format_hex64(out, a);
+    mg_format_hex64(out + 16, a == 0 && b == 0 ? 1 : b);
 }
