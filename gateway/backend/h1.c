@@ -5,26 +5,13 @@
  */
 #include <string.h>
 #include "gateway/backend/h1.h"
+#include "gateway/format.h"
 #include "gateway/headers.h"
 
 /* ---------------------------------------------------------------------------------------
  * The request head
  */
 #define CL_NAME "content-length: "
-
-/* Writes `v` in decimal at `out`; returns the number of digits (at most 20). */
-static size_t put_decimal(char *out, uint64_t v)
-{
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
-    return n;
-}
 
 size_t mg_h1_request_head_size(const mg_exchange_request_t *req, h2o_iovec_t prefix, size_t body_len)
 {
@@ -63,7 +50,7 @@ size_t mg_h1_request_head_write(char *out, const mg_exchange_request_t *req, h2o
     }
     if (body_len != (size_t)-1) {
         p = put(p, CL_NAME, sizeof(CL_NAME) - 1);
-        p += put_decimal(p, body_len);
+        p += mg_format_u64(p, body_len);
         p = put(p, "\r\n", 2);
     }
     p = put(p, "\r\n", 2);
