@@ -127,7 +127,7 @@ static void on_done(void *arg, mg_attempt_result_t result, const char *detail)
     }
 }
 
-static const mg_exchange_callbacks_t exchange_callbacks = {on_head, on_body, on_done};
+static const mg_exchange_callbacks_t exchange_callbacks = {on_head, on_body, NULL, on_done};
 
 static void on_timeout(mg_timer_t *timer)
 {

@@ -44,6 +44,11 @@ typedef struct mg_exchange_callbacks {
     int (*on_head)(void *arg, int status, h2o_iovec_t reason, const mg_backend_header_t *fields, size_t num_fields);
     /* Body bytes, valid during the call. */
     mg_body_taken_t (*on_body)(void *arg, const char *data, size_t len);
+    /* Optional (NULL: on_body only). A client whose input buffer holds body bytes and nothing else
+     * may offer the whole buffer: the owner takes it by swapping it for an empty buffer of the same
+     * prototype (1; the bytes are taken), or leaves it (0: they come through on_body), which saves
+     * a copy of every byte of a large body. */
+    int (*take_body_buffer)(void *arg, h2o_buffer_t **buf);
     /* The exchange is over (its client has let it go: the owner may start another from here).
      * `detail` says what happened in the client's words (never NULL). */
     void (*on_done)(void *arg, mg_attempt_result_t result, const char *detail);

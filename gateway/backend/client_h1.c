@@ -300,7 +300,10 @@ static int read_body(h1_exchange_t *x)
             x->pending = body;
             x->body_end = d == MG_H1_END;
         }
-        if (x->pending != 0) {
+        if (x->pending != 0 && x->pending == in->size && x->cbs->take_body_buffer != NULL &&
+            x->cbs->take_body_buffer(x->arg, &x->conn->sock->input)) {
+            x->pending = 0; /* the whole input went, and an empty buffer took its place */
+        } else if (x->pending != 0) {
             switch (x->cbs->on_body(x->arg, in->bytes, x->pending)) {
             case MG_BODY_TAKEN:
                 take_input(x->conn, x->pending);
@@ -503,7 +506,7 @@ static void raw_on_done(void *arg, mg_attempt_result_t result, const char *detai
     done(done_arg, NULL, result);
 }
 
-static const mg_exchange_callbacks_t raw_callbacks = {raw_on_head, raw_on_body, raw_on_done};
+static const mg_exchange_callbacks_t raw_callbacks = {raw_on_head, raw_on_body, NULL, raw_on_done};
 
 mg_backend_connect_t *mg_backend_connect(mg_worker_t *w, const mg_server_conf_t *server, uint64_t timeout_ms,
                                          mg_backend_connected_t done, void *arg)

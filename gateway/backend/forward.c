@@ -131,13 +131,20 @@ static void link_flush(mg_forward_t *f)
         h2o_linklist_insert(&f->r->worker->backend->flush_list, &f->flush_link);
 }
 
+/* Whether body bytes are to be dropped: set_method turned the client's HEAD into another
+ * method, so no body goes back. */
+static int drops_body(const mg_forward_t *f)
+{
+    return is_head(f->r->method) && !is_head(f->r->send_method);
+}
+
 static mg_body_taken_t on_body(void *arg, const char *data, size_t len)
 {
     mg_forward_t *f = arg;
     if (f->r->req == NULL)
         return MG_BODY_ABORT;
-    if (is_head(f->r->method) && !is_head(f->r->send_method))
-        return MG_BODY_TAKEN; /* set_method turned the client's HEAD into another method: no body goes back */
+    if (drops_body(f))
+        return MG_BODY_TAKEN;
     if (f->recv->size >= HIGH_WATER) {
         /* the client is slower than the backend: stop reading until proceed, and stop the
          * backend's clock meanwhile */
@@ -152,6 +159,21 @@ static mg_body_taken_t on_body(void *arg, const char *data, size_t len)
     f->recv->size += len;
     link_flush(f);
     return MG_BODY_TAKEN;
+}
+
+/* The client's input buffer holds body bytes only: when nothing waits in `recv`, the buffer
+ * becomes `recv` (and `recv`'s empty one the client's input), so the bytes reach the client
+ * without being copied. Otherwise on_body appends them. */
+static int take_body_buffer(void *arg, h2o_buffer_t **buf)
+{
+    mg_forward_t *f = arg;
+    if (f->r->req == NULL || drops_body(f) || f->recv->size != 0)
+        return 0;
+    h2o_buffer_t *t = f->recv;
+    f->recv = *buf;
+    *buf = t;
+    link_flush(f);
+    return 1;
 }
 
 static void on_proceed(h2o_generator_t *generator, h2o_req_t *req)
@@ -386,7 +408,7 @@ static void on_done(void *arg, mg_attempt_result_t result, const char *detail)
     }
 }
 
-static const mg_exchange_callbacks_t exchange_callbacks = {on_head, on_body, on_done};
+static const mg_exchange_callbacks_t exchange_callbacks = {on_head, on_body, take_body_buffer, on_done};
 
 static void on_timeout(mg_timer_t *timer)
 {
