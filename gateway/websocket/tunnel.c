@@ -87,6 +87,34 @@ void mg__ws_tunnel_free(mg_ws_tunnel_t *t)
 static void on_read(h2o_socket_t *sock, const char *err);
 static void on_write(h2o_socket_t *sock, const char *err);
 
+/*
+ * Read buffers for a direction that carries big writes. An h2o socket reads into 8 KiB and
+ * doubles the buffer while a read fills it, and the buffer goes back to its free list once it
+ * is written out: every 64 KiB message was 5 reads per hop (8 + 8 + 16 + 32 KiB and the end) and
+ * 56 KiB copied as the buffer grew (nginx reads such a message in 17 reads of its 4 KiB
+ * buffer). A direction whose last write was bigger than 8 KiB reads into 96 KiB at once (a
+ * 64 KiB message and its header in one read; below glibc's 128 KiB mmap threshold, so a buffer
+ * that is not kept comes from the heap); one of small messages keeps h2o's 8 KiB, so a tunnel
+ * of small messages holds no more than before, and an idle one holds none either way (an
+ * empty buffer is given back). Per worker thread, as h2o's own free list.
+ */
+#define MG_TUNNEL_BIG_BUFFER (96 * 1024)
+#if defined(__SANITIZE_ADDRESS__)
+#define MG_TUNNEL_BIG_BUFFERS_KEPT 0 /* really freed, so that a use after release is caught */
+#else
+#define MG_TUNNEL_BIG_BUFFERS_KEPT 16
+#endif
+static __thread h2o_buffer_prototype_t big_buffers = {
+    {MG_TUNNEL_BIG_BUFFERS_KEPT}, {MG_TUNNEL_BIG_BUFFER}, &h2o_socket_buffer_mmap_settings};
+
+/* The buffer the source's next read starts from, after a write of `written` bytes from it. */
+static void size_read_buffer(h2o_socket_t *src, size_t written)
+{
+    int big = written > H2O_SOCKET_INITIAL_INPUT_BUFFER_SIZE * 2;
+    /* a buffer still holding bytes keeps them; it is freed (or kept) by its size when emptied */
+    h2o_buffer_set_prototype(&src->input, big ? &big_buffers : &h2o_socket_buffer_prototype);
+}
+
 /* A control frame at the very front of the source's input, whole: 1 when the gateway keeps it
  * (the client's answer to the gateway's ping; anything while the gateway closes). */
 static int keeps_control(mg_ws_tunnel_t *t, dir_t *d, const mg_ws_frame_t *f, const uint8_t *payload)
@@ -240,6 +268,7 @@ static void on_write(h2o_socket_t *sock, const char *err)
         return;
     }
     h2o_buffer_consume(&src->input, d->writing);
+    size_read_buffer(src, d->writing);
     d->writing = 0;
     if (!d->eof)
         h2o_socket_read_start(src, on_read);

@@ -8,9 +8,12 @@ import base64
 import hashlib
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import struct
+import subprocess
 import threading
 import time
 
@@ -230,6 +233,86 @@ def test_unmasked_client_frame_is_a_protocol_error(gw):
         s.sendall(b"\x81\x02hi")  # clients must mask
         opcode, payload = read_frame(s)
         assert opcode == 8 and struct.unpack("!H", payload[:2])[0] == 1002
+
+
+def strace_attach(pid, out):
+    """strace -f on every thread of pid, writing to `out`; returns the strace process once it is
+    attached to all of them (or skips the test where strace is missing or may not trace)."""
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    calls = "read,readv,recvfrom,write,writev,sendto,sendmsg,epoll_ctl,fcntl,getpeername"
+    err = open(f"{out}.err", "w+")
+    st = subprocess.Popen(["strace", "-f", "-e", f"trace={calls}", "-o", str(out), "-p", str(pid)],
+                          stdout=subprocess.DEVNULL, stderr=err)
+    # "Process N attached with T threads": strace writes it once it traces all of them
+    if not wait_until(lambda: "attached" in open(f"{out}.err").read() or st.poll() is not None, 10) \
+            or st.poll() is not None:
+        st.kill()
+        pytest.skip(f"strace could not attach: {open(f'{out}.err').read()[-300:]}")
+    return st
+
+
+def strace_counts(st, out):
+    """Stops strace (it detaches and flushes on SIGINT) and counts its calls by name."""
+    st.send_signal(signal.SIGINT)
+    st.wait(timeout=10)
+    counts = {}
+    for line in open(out):
+        m = re.match(r"\d+\s+(\w+)\(", line)  # "<... x resumed>" lines are the second half of a call
+        if m:
+            counts[m.group(1)] = counts.get(m.group(1), 0) + 1
+    return counts
+
+
+def test_the_relay_makes_one_read_and_one_write_per_message_each_way(gw, tmp_path):
+    """The relay's system calls, counted by strace on the gateway (issue 15: as few as nginx's):
+    a message and its echo cost one read and one writev on each side of the tunnel and no
+    epoll_ctl, so beyond the tunnel's setup the counts grow by 2 reads and 2 writes per message;
+    and the setup makes no fcntl and no getpeername (h2o patch 0008: accept4 and socket() make
+    the sockets non-blocking, accept4 gives the peer's address)."""
+    out = tmp_path / "strace.out"
+    st = strace_attach(gw.pid, out)
+    n = 200
+    try:
+        with raw_upgrade(int(gw.url.rsplit(":", 1)[1])) as s:
+            for i in range(n):
+                s.sendall(masked_frame(1, b"message %04d" % i))
+                assert read_frame(s) == (1, b"message %04d" % i)
+            counts = strace_counts(st, out)
+    finally:
+        if st.poll() is None:
+            st.kill()
+    reads = sum(counts.get(c, 0) for c in ("read", "readv", "recvfrom"))
+    writes = sum(counts.get(c, 0) for c in ("write", "writev", "sendto", "sendmsg"))
+    # setup: the upgrade request, the backend's 101 and a few calls of other threads
+    assert 2 * n <= reads <= 2 * n + 10, counts
+    assert 2 * n <= writes <= 2 * n + 10, counts
+    assert counts.get("epoll_ctl", 0) <= 4, counts  # the two sockets' registrations, not per message
+    assert counts.get("fcntl", 0) == 0 and counts.get("getpeername", 0) == 0, counts
+
+
+def test_a_big_message_is_read_in_one_go(gw, tmp_path):
+    """A direction that carries big messages reads into a 96 KiB buffer: a 60,000-byte message
+    takes about one read per hop (it was 5: h2o's 8 KiB buffer doubled while reads filled it),
+    whatever the TCP segments it came in. Counted by strace on the gateway, over 20 messages."""
+    out = tmp_path / "strace.out"
+    with raw_upgrade(int(gw.url.rsplit(":", 1)[1])) as s:
+        s.sendall(masked_frame(2, b"w" * 60000))  # the first one sets the directions' buffers
+        assert read_frame(s) == (2, b"w" * 60000)
+        st = strace_attach(gw.pid, out)
+        n = 20
+        try:
+            for i in range(n):
+                payload = bytes([i]) * 60000
+                s.sendall(masked_frame(2, payload))
+                assert read_frame(s) == (2, payload)
+            counts = strace_counts(st, out)
+        finally:
+            if st.poll() is None:
+                st.kill()
+    reads = sum(counts.get(c, 0) for c in ("read", "readv", "recvfrom"))
+    # 2 per message when each arrives whole; a message split over two wake-ups costs one more
+    assert 2 * n <= reads <= 3 * n, counts
 
 
 # --------------------------------------------------------------------------------------
