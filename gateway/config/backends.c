@@ -481,6 +481,21 @@ static void parse_retry_on(mg_config_loader_t *cl, mg_backend_conf_t *backend, c
     }
 }
 
+/* slow_start: the balances that weigh servers ramp a returning one up (gateway/backend/health.c);
+ * hash and first_available do not choose by weight, so there it would mean nothing. */
+static void parse_slow_start(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *map)
+{
+    const mg_node_t *node = mg_node_get(map, "slow_start");
+    if (node == NULL)
+        return;
+    mg__config_read_duration(cl, map, "slow_start", 0, &backend->slow_start_ms);
+    if (backend->slow_start_ms != 0 && (backend->balance == MG_BALANCE_HASH || backend->balance == MG_BALANCE_FIRST_AVAILABLE))
+        mg_errors_add(cl->errs, node,
+                      "slow_start is not used with balance: %s (it does not choose servers by weight; use round_robin, "
+                      "least_request or primary_for_writes)",
+                      mg_balance_name(backend->balance));
+}
+
 static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *key, const mg_node_t *map)
 {
     static const char *const keys[] = {"servers",
@@ -505,6 +520,7 @@ static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
                                        "retry_on",
                                        "retry_budget",
                                        "retry_backoff",
+                                       "slow_start",
                                        NULL};
 
     /* Named even when invalid, so that routes using it do not add "unknown backend" noise. */
@@ -545,6 +561,7 @@ static void parse_backend(mg_config_loader_t *cl, mg_backend_conf_t *backend, co
     parse_retry_on(cl, backend, map);
     read_percent(cl, map, "retry_budget", &backend->retry_budget_percent);
     mg__config_read_duration(cl, map, "retry_backoff", 0, &backend->retry_backoff_ms);
+    parse_slow_start(cl, backend, map);
     const mg_node_t *panic = mg_node_get(map, "panic");
     if (panic != NULL)
         mg_node_to_bool(panic, &backend->panic, cl->errs);
