@@ -1,9 +1,9 @@
 /*
  * Which server of a backend an attempt goes to, and whether a failed attempt may go on to the
  * next: the balance (round robin with weights, primary_for_writes, first_available, least_request,
- * hash; the weighing ones with slow start) chooses the
- * first server; connect failures walk on from it round the list, for the requests a second
- * server may see (idempotent ones, never a write pinned to the primary), at most `retries` times.
+ * hash; those that weigh servers with slow start) chooses the first server; connect failures walk
+ * on from it round the list, for the requests a second server may see (idempotent ones, never a
+ * write pinned to the primary), at most `retries` times.
  * The same rules for a forward, a bridge's call and a tunnel's upgrade.
  */
 #include <stdint.h>

@@ -526,6 +526,26 @@ def test_slow_start_ramps_a_server_back_in(start_gateway, backend_factory, tmp_p
     assert done["weight_factor"] == 1 and done["slow_start_left_ms"] is None, done
 
 
+def test_slow_start_after_a_restart_found_by_the_active_checks(start_gateway, backend_factory):
+    one, two, three = backend_factory("one"), backend_factory("two"), backend_factory("three")
+    health = {"path": "/healthz", "interval": "100ms", "timeout": "300ms", "healthy": 1, "unhealthy": 1}
+    backends = {"b": {"servers": [one.url, two.url, three.url], "connect_timeout": "1s", "health": health,
+                      "balance": "least_request", "slow_start": "10s"}}
+    gw = start_gateway(admin_of(gateway_config(free_port(), backends=backends, routes=[API])))
+    port = two.port
+    two.stop()
+    assert wait_for_line(gw, "unhealthy", two.url, 5.0), gw.stderr()
+    again = backend_factory("two", port=port)  # the server restarts on its port
+    assert wait_for_line(gw, "healthy", again.url, 5.0), gw.stderr()
+    back_at = time.monotonic()
+    early = names_for(gw, 1000, "r", limit_s=1.0, clients=8)
+    assert time.monotonic() - back_at < 1.5 and len(early) >= 60, len(early)
+    # the first second of ten: a factor of 0.1 to 0.2 (its share about 1 in 15, not 1 in 3)
+    assert early.count("two") / len(early) < 0.2, (early.count("two"), len(early))
+    s = servers_of(gw)[1]
+    assert s["state"] == "healthy" and s["weight_factor"] < 0.5 and s["slow_start_left_ms"] > 8000, s
+
+
 def test_response_time_histogram_per_server(start_gateway, backend_factory):
     fast, slow = backend_factory("fast"), backend_factory("slow")
     slow.delay_ms = 300
