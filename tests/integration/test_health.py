@@ -530,7 +530,7 @@ def test_slow_start_after_a_restart_found_by_the_active_checks(start_gateway, ba
     one, two, three = backend_factory("one"), backend_factory("two"), backend_factory("three")
     health = {"path": "/healthz", "interval": "100ms", "timeout": "300ms", "healthy": 1, "unhealthy": 1}
     backends = {"b": {"servers": [one.url, two.url, three.url], "connect_timeout": "1s", "health": health,
-                      "balance": "least_request", "slow_start": "10s"}}
+                      "balance": "least_request", "slow_start": "30s"}}
     gw = start_gateway(admin_of(gateway_config(free_port(), backends=backends, routes=[API])))
     port = two.port
     two.stop()
@@ -540,10 +540,12 @@ def test_slow_start_after_a_restart_found_by_the_active_checks(start_gateway, ba
     back_at = time.monotonic()
     early = names_for(gw, 1000, "r", limit_s=1.0, clients=8)
     assert time.monotonic() - back_at < 1.5 and len(early) >= 60, len(early)
-    # the first second of ten: a factor of 0.1 to 0.2 (its share about 1 in 15, not 1 in 3)
+    # the first second of thirty: a factor of 0.1 to 0.15. Under 8 clients the two choices favour
+    # the server with nothing in flight, so its share is about its chance to be drawn into the
+    # pair (near 1 in 10), not 1 in 3
     assert early.count("two") / len(early) < 0.2, (early.count("two"), len(early))
     s = servers_of(gw)[1]
-    assert s["state"] == "healthy" and s["weight_factor"] < 0.5 and s["slow_start_left_ms"] > 8000, s
+    assert s["state"] == "healthy" and s["weight_factor"] < 0.5 and s["slow_start_left_ms"] > 25000, s
 
 
 def test_response_time_histogram_per_server(start_gateway, backend_factory):
