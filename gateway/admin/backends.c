@@ -42,6 +42,10 @@ static json_t *server_json(const mg_server_conf_t *s, size_t index, uint64_t now
         return NULL;
     /* an ejection shows even under a drain or a disable: it still runs */
     json_object_set_new(o, "ejected_for_ms", until > now ? json_integer((json_int_t)(until - now)) : json_null());
+    uint64_t ramp_left = 0;
+    unsigned permille = mg_server_weight_permille(s, now, &ramp_left);
+    json_object_set_new(o, "weight_factor", json_real(permille / 1000.0));
+    json_object_set_new(o, "slow_start_left_ms", ramp_left != 0 ? json_integer((json_int_t)ramp_left) : json_null());
     if (st.last_check_ms != 0)
         json_object_set_new(o, "last_check",
                             json_pack("{s:I, s:I, s:I}", "ago_ms", (json_int_t)(now - st.last_check_ms), "status",
@@ -113,14 +117,22 @@ void mg_admin_server_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
  * /metrics
  */
 
-static void put_server_sample(FILE *out, const char *metric, const mg_backend_conf_t *b, const mg_server_conf_t *s,
-                              const char *extra, uint64_t value)
+/* `metric{backend="B",server="URL"extra} `: the value is the caller's. */
+static void put_server_labels(FILE *out, const char *metric, const mg_backend_conf_t *b, const mg_server_conf_t *s,
+                              const char *extra)
 {
     fprintf(out, "%s{backend=\"", metric);
     mg__admin_put_label(out, b->name);
     fputs("\",server=\"", out);
     mg__admin_put_label(out, s->url);
-    fprintf(out, "\"%s} %llu\n", extra != NULL ? extra : "", (unsigned long long)value);
+    fprintf(out, "\"%s} ", extra != NULL ? extra : "");
+}
+
+static void put_server_sample(FILE *out, const char *metric, const mg_backend_conf_t *b, const mg_server_conf_t *s,
+                              const char *extra, uint64_t value)
+{
+    put_server_labels(out, metric, b, s, extra);
+    fprintf(out, "%llu\n", (unsigned long long)value);
 }
 
 /* What a metric shows: one figure of mg_server_stats_t, or one sample per class or state. */
@@ -167,6 +179,27 @@ static void put_server_metric(FILE *out, size_t m, const mg_backend_conf_t *b, c
     }
 }
 
+/* matchgate_server_response_seconds: one server's histogram, cumulative as Prometheus has it. */
+static void put_head_histogram(FILE *out, const mg_backend_conf_t *b, const mg_server_conf_t *s)
+{
+    static const uint64_t bounds[MG_SERVER_HEAD_BUCKETS] = MG_SERVER_HEAD_BOUNDS_US;
+    mg_server_stats_t st;
+    char extra[40];
+    uint64_t cumulative = 0;
+    mg_server_stats(s, &st);
+    for (size_t i = 0; i < MG_SERVER_HEAD_BUCKETS; i++) {
+        cumulative += st.head_buckets[i];
+        snprintf(extra, sizeof(extra), ",le=\"%g\"", (double)bounds[i] / 1e6);
+        put_server_sample(out, "matchgate_server_response_seconds_bucket", b, s, extra, cumulative);
+    }
+    /* read apart from the buckets: +Inf must not fall below the last one */
+    uint64_t count = st.head_count > cumulative ? st.head_count : cumulative;
+    put_server_sample(out, "matchgate_server_response_seconds_bucket", b, s, ",le=\"+Inf\"", count);
+    put_server_labels(out, "matchgate_server_response_seconds_sum", b, s, NULL);
+    fprintf(out, "%.6f\n", (double)st.head_sum_us / 1e6);
+    put_server_sample(out, "matchgate_server_response_seconds_count", b, s, NULL, count);
+}
+
 void mg_admin_put_server_metrics(FILE *out, const mg_config_t *conf)
 {
     uint64_t now = mg_health_clock();
@@ -177,4 +210,10 @@ void mg_admin_put_server_metrics(FILE *out, const mg_config_t *conf)
             for (size_t j = 0; j < conf->backends[i].num_servers; j++)
                 put_server_metric(out, m, &conf->backends[i], &conf->backends[i].servers[j], now);
     }
+    fputs("# HELP matchgate_server_response_seconds Time from the start of an attempt at the server (its connection "
+          "included) to the response head.\n# TYPE matchgate_server_response_seconds histogram\n",
+          out);
+    for (size_t i = 0; i < conf->num_backends; i++)
+        for (size_t j = 0; j < conf->backends[i].num_servers; j++)
+            put_head_histogram(out, &conf->backends[i], &conf->backends[i].servers[j]);
 }

@@ -109,22 +109,42 @@ int mg_server_report(const mg_server_conf_t *s, mg_attempt_result_t result, int 
 void mg_server_attempt_started(const mg_server_conf_t *s);
 void mg_server_attempt_ended(const mg_server_conf_t *s);
 
+/* The response-time histogram of a server (mg_server_observe_head): upper bounds in µs. */
+#define MG_SERVER_HEAD_BUCKETS 13
+#define MG_SERVER_HEAD_BOUNDS_US                                                                                                   \
+    {                                                                                                                              \
+        1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000                         \
+    }
+
 /* What GET /backends and /metrics show of a server. */
 typedef struct mg_server_stats {
     uint64_t in_flight, attempts;
     uint64_t responses[5];               /* 1xx .. 5xx */
     uint64_t connect_failures, failures; /* failures: resets, timeouts, malformed responses */
     uint64_t ejections, check_transitions;
-    uint64_t last_check_ms; /* mg_health_clock's; 0: never */
-    int last_check_status;  /* 0: no response */
+    uint64_t last_check_ms;                        /* mg_health_clock's; 0: never */
+    int last_check_status;                         /* 0: no response */
+    uint64_t head_buckets[MG_SERVER_HEAD_BUCKETS]; /* response heads by time taken (not cumulative) */
+    uint64_t head_sum_us, head_count;              /* all of them, those past the last bound included */
 } mg_server_stats_t;
 void mg_server_stats(const mg_server_conf_t *s, mg_server_stats_t *out);
 
+/* Sets what an operator decided; enabling a server that was drained or disabled starts its slow start. */
 void mg_server_set_admin(const mg_server_conf_t *s, mg_server_admin_t admin);
 void mg_server_set_unhealthy(const mg_server_conf_t *s, int unhealthy);
 uint64_t mg_server_ejections(const mg_server_conf_t *s);
 /* Attempts at `s` not finished yet (0 when not bound). */
 uint64_t mg_server_in_flight(const mg_server_conf_t *s);
+/* Slow start: the share of its weight `s` gets at `now_ms`, in thousandths: 1000 unless its backend
+ * has slow_start and the server came back into service (its ejection ended, the active checks found
+ * it healthy again, it was enabled, a reload added it) less than slow_start ago; then from 100 at
+ * that moment, linearly, to 1000. *left_ms (when not NULL) gets the time left of the ramp (0: none). */
+unsigned mg_server_weight_permille(const mg_server_conf_t *s, uint64_t now_ms, uint64_t *left_ms);
+/* A monotonic clock in µs, for response times (not the health clock: tests replace that one). */
+uint64_t mg_server_now_us(void);
+/* The response head of an attempt at `s` came `elapsed_us` after the attempt started (the connection
+ * included): counted in the server's histogram. Any thread; NULL or not bound: nothing. */
+void mg_server_observe_head(const mg_server_conf_t *s, uint64_t elapsed_us);
 /* When no server of `b` is usable: how long until one may be (the soonest end of an ejection; 1 s
  * when none is ejected), for Retry-After. */
 uint64_t mg_backend_retry_after_ms(const mg_backend_conf_t *b, uint64_t now_ms);

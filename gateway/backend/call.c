@@ -22,6 +22,7 @@ struct mg_call {
     size_t first_server;
     unsigned attempt;
     const mg_server_conf_t *server; /* of the attempt */
+    uint64_t attempt_us;            /* when it started (mg_server_now_us), for its response time */
     unsigned no_server : 1;         /* none was usable: the timeout timer answers 503 at once */
 };
 
@@ -29,6 +30,7 @@ static int on_head(void *arg, int status, h2o_iovec_t reason, const mg_backend_h
 {
     mg_call_t *c = arg;
     c->status = status; /* the fields are not kept */
+    mg_server_observe_head(c->server, mg_server_now_us() - c->attempt_us);
     return 0;
 }
 
@@ -85,6 +87,7 @@ static int start_attempt(mg_call_t *c)
                                 .connect_timeout_ms = c->spec.backend->connect_timeout_ms,
                                 .pool = &c->pool};
     h2o_buffer_consume(&c->body, c->body->size); /* a retry starts a new response */
+    c->attempt_us = mg_server_now_us();
     c->x = mg_exchange_start(c->w, &xr, &exchange_callbacks, c);
     if (c->x != NULL)
         mg_server_attempt_started(c->server);

@@ -56,6 +56,7 @@ typedef struct mg_forward {
     const mg_server_conf_t *server; /* of the attempt running, or of the last one */
     unsigned retrying : 1;          /* the attempt running is a retry: counted in the backend's retries_running */
     int retry_status;               /* on_head refused this status to retry it (retry_on: 502, 503, 504) */
+    uint64_t attempt_us;            /* when the attempt running started (mg_server_now_us), for its response time */
     mg_timer_t backoff;             /* retry_backoff: the next attempt waits for it */
     /* the response head */
     int status;
@@ -81,6 +82,7 @@ static int on_head(void *arg, int status, h2o_iovec_t reason, const mg_backend_h
     mg_forward_t *f = arg;
     h2o_req_t *req = f->r->req;
     mg_conn_tokens_t tokens = {.size = 0};
+    mg_server_observe_head(f->server, mg_server_now_us() - f->attempt_us);
     if (req == NULL)
         return -1;
     if (status >= 502 && status <= 504 &&
@@ -269,6 +271,7 @@ static int start_attempt(mg_forward_t *f)
                                 .connect_timeout_ms = f->backend->connect_timeout_ms,
                                 .pool = &r->req->pool};
     f->retry_status = 0;
+    f->attempt_us = mg_server_now_us();
     f->x = mg_exchange_start(r->worker, &xr, &exchange_callbacks, f);
     if (f->x == NULL)
         return -1;

@@ -14,7 +14,15 @@
  * server for eject_for x 2^(ejections in a row), at most max_eject_for. When that time is over
  * the server is half-open: its next failure ejects it again at once (for twice as long), its
  * next success closes the streak. Ejections are decided under one lock (they are rare) so that
- * max_ejected holds across workers.
+ * max_ejected holds across workers. A successful active check does not end an ejection (see
+ * docs/configuration.md, "Server health"): the ejection runs its time, then the half-open request,
+ * or the active checks' verdict if they found the server unhealthy meanwhile, decides.
+ *
+ * Slow start: the moment a server comes back into service (its ejection ends, the active checks
+ * find it healthy again, an operator enables it, a reload adds it) is part of its shared state, so
+ * that every worker ramps it up alike; the balances that weigh servers read its weight factor.
+ *
+ * Response times: a histogram per server of plain atomic counters (no lock on the request path).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -45,6 +53,10 @@ struct mg_server_health {
     /* traffic, for GET /backends and /metrics */
     atomic_llong in_flight;
     atomic_ullong attempts, responses[5], connect_failures, other_failures;
+    /* when the server last came back: enabled, found healthy, added by a reload (mg_health_clock's;
+     * 0: never). The end of an ejection is the word's. */
+    atomic_ullong back_ms;
+    atomic_ullong head_buckets[MG_SERVER_HEAD_BUCKETS], head_sum_us, head_count;
     struct mg_server_health *next;
 };
 
@@ -115,8 +127,11 @@ static uint64_t word_set(mg_server_health_t *h, uint64_t mask, uint64_t bits)
 
 void mg_server_set_admin(const mg_server_conf_t *s, mg_server_admin_t admin)
 {
-    if (s->health != NULL)
-        word_set(s->health, ADMIN_MASK, (uint64_t)admin);
+    if (s->health == NULL)
+        return;
+    uint64_t old = word_set(s->health, ADMIN_MASK, (uint64_t)admin);
+    if (admin == MG_SERVER_ADMIN_ENABLED && (old & ADMIN_MASK) != MG_SERVER_ADMIN_ENABLED)
+        atomic_store_explicit(&s->health->back_ms, mg_health_clock(), memory_order_relaxed);
 }
 
 void mg_server_set_unhealthy(const mg_server_conf_t *s, int unhealthy)
@@ -128,6 +143,53 @@ void mg_server_set_unhealthy(const mg_server_conf_t *s, int unhealthy)
 uint64_t mg_server_ejections(const mg_server_conf_t *s)
 {
     return s->health != NULL ? atomic_load_explicit(&s->health->ejections, memory_order_relaxed) : 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Slow start
+ */
+
+unsigned mg_server_weight_permille(const mg_server_conf_t *s, uint64_t now_ms, uint64_t *left_ms)
+{
+    const mg_backend_conf_t *b = s->backend;
+    if (left_ms != NULL)
+        *left_ms = 0;
+    if (s->health == NULL || b == NULL || b->slow_start_ms == 0)
+        return 1000;
+    uint64_t back = atomic_load_explicit(&s->health->back_ms, memory_order_relaxed), until = until_of(word_of(s));
+    if (until > back)
+        back = until; /* the ejection ended then (or ends then: no weight matters meanwhile) */
+    if (back == 0 || back > now_ms || now_ms - back >= b->slow_start_ms)
+        return 1000;
+    if (left_ms != NULL)
+        *left_ms = b->slow_start_ms - (now_ms - back);
+    return (unsigned)(100 + 900 * (now_ms - back) / b->slow_start_ms);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Response times
+ */
+
+uint64_t mg_server_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+void mg_server_observe_head(const mg_server_conf_t *s, uint64_t elapsed_us)
+{
+    static const uint64_t bounds[MG_SERVER_HEAD_BUCKETS] = MG_SERVER_HEAD_BOUNDS_US;
+    mg_server_health_t *h = s != NULL ? s->health : NULL;
+    if (h == NULL)
+        return;
+    size_t i = 0;
+    while (i < MG_SERVER_HEAD_BUCKETS && elapsed_us > bounds[i])
+        i++;
+    if (i < MG_SERVER_HEAD_BUCKETS) /* above the last bound: only in the count (+Inf) */
+        atomic_fetch_add_explicit(&h->head_buckets[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->head_sum_us, elapsed_us, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->head_count, 1, memory_order_relaxed);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -232,6 +294,10 @@ void mg_server_stats(const mg_server_conf_t *s, mg_server_stats_t *out)
     out->check_transitions = atomic_load_explicit(&h->transitions, memory_order_relaxed);
     out->last_check_ms = atomic_load_explicit(&h->last_check_ms, memory_order_relaxed);
     out->last_check_status = atomic_load_explicit(&h->last_status, memory_order_relaxed);
+    for (size_t i = 0; i < MG_SERVER_HEAD_BUCKETS; i++)
+        out->head_buckets[i] = atomic_load_explicit(&h->head_buckets[i], memory_order_relaxed);
+    out->head_sum_us = atomic_load_explicit(&h->head_sum_us, memory_order_relaxed);
+    out->head_count = atomic_load_explicit(&h->head_count, memory_order_relaxed);
 }
 
 int mg_server_report(const mg_server_conf_t *s, mg_attempt_result_t result, int status)
@@ -305,13 +371,15 @@ static mg_server_health_t *entry_new(const char *backend, const char *url)
     return h;
 }
 
-/* A server that was not in the last bound configuration starts afresh. */
-static void entry_reset(mg_server_health_t *h)
+/* A server that was not in the last bound configuration starts afresh; added to a running gateway
+ * (not at its start), it comes into service now, for slow start. */
+static void entry_reset(mg_server_health_t *h, int running)
 {
     atomic_store(&h->word, 0);
     atomic_store(&h->failures, 0);
     atomic_store(&h->fives, 0);
     atomic_store(&h->streak, 0);
+    atomic_store(&h->back_ms, running ? mg_health_clock() : 0);
 }
 
 int mg_backend_bind_health(mg_config_t *conf)
@@ -331,7 +399,7 @@ int mg_backend_bind_health(mg_config_t *conf)
             for (size_t j = 0; j < b->num_servers; j++) {
                 mg_server_health_t *h = find(b->name, b->servers[j].url);
                 if (h->bound_gen != bind_gen - 1)
-                    entry_reset(h);
+                    entry_reset(h, bind_gen > 1);
                 if (b->health.path == NULL) /* no active checks (any more): their verdict goes */
                     word_set(h, UNHEALTHY_BIT, 0);
                 h->bound_gen = bind_gen;
@@ -365,6 +433,7 @@ int mg__health_check_done(mg_server_health_t *h, int ok, int status, unsigned he
     h->fail_run = ok ? 0 : h->fail_run + 1;
     int down = (atomic_load_explicit(&h->word, memory_order_relaxed) & UNHEALTHY_BIT) != 0;
     if (down && h->ok_run >= healthy) {
+        atomic_store_explicit(&h->back_ms, now_ms, memory_order_relaxed);
         word_set(h, UNHEALTHY_BIT, 0);
         atomic_fetch_add_explicit(&h->transitions, 1, memory_order_relaxed);
         return 1;

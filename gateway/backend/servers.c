@@ -1,8 +1,9 @@
 /*
  * Which server of a backend an attempt goes to, and whether a failed attempt may go on to the
- * next: the balance (round robin with weights, primary_for_writes, first_available) chooses the
- * first server; connect failures walk on from it round the list, for the requests a second
- * server may see (idempotent ones, never a write pinned to the primary), at most `retries` times.
+ * next: the balance (round robin with weights, primary_for_writes, first_available, least_request,
+ * hash; those that weigh servers with slow start) chooses the first server; connect failures walk
+ * on from it round the list, for the requests a second server may see (idempotent ones, never a
+ * write pinned to the primary), at most `retries` times.
  * The same rules for a forward, a bridge's call and a tunnel's upgrade.
  */
 #include <stdint.h>
@@ -35,18 +36,6 @@ static int pinned_to_primary(const mg_backend_conf_t *b, mg_str_t method)
     return b->balance == MG_BALANCE_PRIMARY_FOR_WRITES && mg_method_is_write(method);
 }
 
-/* The next usable server on the round-robin schedule. A server out draws the next turn, so that
- * its share spreads over the others by their weights rather than falling on its successor. */
-static size_t next_on_schedule(mg_backend_conf_t *b, uint64_t now, int panic)
-{
-    for (size_t k = 0; k < b->schedule_len; k++) {
-        size_t i = b->schedule[atomic_fetch_add_explicit(&b->next, 1, memory_order_relaxed) % b->schedule_len];
-        if (mg_server_usable(&b->servers[i], now, panic))
-            return i;
-    }
-    return MG_NO_SERVER;
-}
-
 /* A per-thread xorshift64*: the two choices need no shared state and no lock. */
 static uint64_t next_random(void)
 {
@@ -59,17 +48,44 @@ static uint64_t next_random(void)
     return state * 0x2545f4914f6cdd1dull;
 }
 
+/* Slow start: a server ramping up takes a turn it drew with the chance of its weight factor (it
+ * draws by its full weight), so its share follows weight x factor; turns it lets go fall to the
+ * next draws, spread over the others by their weights. */
+static int takes_turn(const mg_server_conf_t *s, uint64_t now)
+{
+    unsigned permille = mg_server_weight_permille(s, now, NULL);
+    return permille >= 1000 || next_random() % 1000 < permille;
+}
+
+/* The next usable server on the round-robin schedule. A server out draws the next turn, so that
+ * its share spreads over the others by their weights rather than falling on its successor. When
+ * only ramping servers are left and each lets its turn go, the first of them still gets it. */
+static size_t next_on_schedule(mg_backend_conf_t *b, uint64_t now, int panic)
+{
+    size_t fallback = MG_NO_SERVER;
+    for (size_t k = 0; k < b->schedule_len; k++) {
+        size_t i = b->schedule[atomic_fetch_add_explicit(&b->next, 1, memory_order_relaxed) % b->schedule_len];
+        if (!mg_server_usable(&b->servers[i], now, panic))
+            continue;
+        if (takes_turn(&b->servers[i], now))
+            return i;
+        if (fallback == MG_NO_SERVER)
+            fallback = i;
+    }
+    return fallback;
+}
+
 /* Power of two choices (least_request): two different servers drawn by weight (draws on the
  * weighted schedule), the one with fewer attempts in flight per unit of weight wins (a tie: the
- * first drawn). A server out is
- * drawn again, a bounded number of times, then the schedule is walked. */
+ * first drawn). A server out is drawn again, a bounded number of times, then the schedule is
+ * walked. Under slow start the weight is the effective one, in both the draw and the comparison. */
 static size_t least_request(mg_backend_conf_t *b, uint64_t now, int panic)
 {
     size_t pick[2], got = 0;
     for (size_t tries = 0; got < 2 && tries < 2 * b->schedule_len + 4; tries++) {
         size_t i = b->schedule[next_random() % b->schedule_len];
         /* two different servers: with two, drawing one twice would leave half the choices to chance */
-        if ((got == 0 || i != pick[0]) && mg_server_usable(&b->servers[i], now, panic))
+        if ((got == 0 || i != pick[0]) && mg_server_usable(&b->servers[i], now, panic) && takes_turn(&b->servers[i], now))
             pick[got++] = i;
     }
     if (got == 0)
@@ -77,8 +93,9 @@ static size_t least_request(mg_backend_conf_t *b, uint64_t now, int panic)
     if (got == 1)
         return pick[0];
     /* compare in_flight / weight without dividing */
-    uint64_t a = mg_server_in_flight(&b->servers[pick[0]]) * b->servers[pick[1]].weight;
-    uint64_t c = mg_server_in_flight(&b->servers[pick[1]]) * b->servers[pick[0]].weight;
+    const mg_server_conf_t *s0 = &b->servers[pick[0]], *s1 = &b->servers[pick[1]];
+    uint64_t a = mg_server_in_flight(s0) * s1->weight * mg_server_weight_permille(s1, now, NULL);
+    uint64_t c = mg_server_in_flight(s1) * s0->weight * mg_server_weight_permille(s0, now, NULL);
     return c < a ? pick[1] : pick[0];
 }
 

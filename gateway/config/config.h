@@ -136,6 +136,7 @@ typedef struct mg_backend_conf {
     unsigned retry_on;             /* MG_RETRY_* bits: what a retry covers */
     unsigned retry_budget_percent; /* retries running at most this share of the attempts in flight; 0: no budget */
     uint64_t retry_backoff_ms;     /* before a retry, jittered and doubled per retry; 0: none */
+    uint64_t slow_start_ms;        /* a server back in service ramps from 10% to its full weight over this; 0: off */
     atomic_long retries_running;   /* retry attempts in flight, all workers */
     struct mg_template *hash_key;  /* balance: hash */
     mg_ring_point_t *ring;         /* balance: hash: MG_RING_VNODES x weight points per server */

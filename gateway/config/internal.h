@@ -47,6 +47,9 @@ void mg__config_store_free(mg_tenants_store_t *ts);
  * libcurl speaks to (backend_tls.c). */
 void mg__config_parse_backend_transport(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *map);
 void mg__config_backend_tls_free(mg_backend_tls_conf_t *tls);
+/* A backend's outlier, health, panic, retry_on, retry_budget, retry_backoff and slow_start, after
+ * its servers and balance (backend_health.c). */
+void mg__config_parse_backend_health(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *map);
 /* Frees what a backend owns (not the backend itself). */
 void mg__config_backend_free(mg_backend_conf_t *backend);
 /* Reads the optional `admin:` section into cl->conf, after `listen:` (admin.c). */

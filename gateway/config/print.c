@@ -163,6 +163,7 @@ static void put_backend_health(FILE *out, const mg_backend_conf_t *b)
             fprintf(out, "%s%s", n++ != 0 ? ", " : "", retry_names[i]);
     fprintf(out, "]\n    retry_budget: %u%%\n", b->retry_budget_percent);
     put_ms(out, "    ", "retry_backoff", b->retry_backoff_ms);
+    put_ms(out, "    ", "slow_start", b->slow_start_ms);
 }
 
 static void put_backend(FILE *out, const mg_backend_conf_t *b)

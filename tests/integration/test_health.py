@@ -459,3 +459,146 @@ def test_retry_backoff_waits_within_timeout(start_gateway, backend_factory):
     status, headers, _ = request(gw.port, "GET", "/short/x")
     assert (status, headers["X-Matchgate-Error"]) == (504, "backend-timeout")
     assert time.monotonic() - t0 < 1.0, "the backoff stays within the backend's timeout"
+
+
+# --------------------------------------------------------------------------------------
+# Slow start, response times, hash across a reload
+
+
+def names_for(gw, n, prefix, limit_s=None, clients=1):
+    """Which server answered each of up to `n` requests, from `clients` threads one request after
+    the other each; they stop early after limit_s seconds."""
+    names, lock, t0 = [], threading.Lock(), time.monotonic()
+
+    def client(c):
+        for i in range(c, n, clients):
+            if limit_s is not None and time.monotonic() - t0 > limit_s:
+                return
+            status, _, body = request(gw.port, "GET", f"/api/{prefix}{i}")
+            assert status == 200
+            with lock:
+                names.append(backend_of(body))
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return names
+
+
+def test_slow_start_ramps_a_server_back_in(start_gateway, backend_factory, tmp_path):
+    from support import run_matchgate, to_yaml
+    one, two, three = backend_factory("one"), backend_factory("two"), backend_factory("three")
+    backends = {"b": {"servers": [one.url, two.url, three.url], "connect_timeout": "1s", "slow_start": "6s"}}
+    cfg = admin_of(gateway_config(free_port(), backends=backends, routes=[API]))
+    path = tmp_path / "print.yaml"
+    path.write_text(to_yaml(cfg) + "\n")
+    res = run_matchgate("--check", "--print", "-c", path)
+    assert res.returncode == 0 and "    slow_start: 6000ms\n" in res.stdout, res.stdout + res.stderr
+    gw = start_gateway(cfg)
+    assert servers_of(gw)[2]["weight_factor"] == 1, "in service from the start: no ramp"
+    assert names_for(gw, 30, "w").count("three") == 10
+
+    assert gw.admin_request("POST", "/backends/b/servers/2/disable")[0] == 200
+    assert "three" not in names_for(gw, 12, "d")
+    status, _, body = gw.admin_request("POST", "/backends/b/servers/2/enable")
+    assert status == 200
+    enabled_at = time.monotonic()
+    s = json.loads(body)
+    assert s["weight_factor"] < 0.2 and 5000 < s["slow_start_left_ms"] <= 6000, s
+
+    # the first second of six: a factor from 0.1 to 0.25, at most a tenth of the requests
+    # (an even share would be a third)
+    early = names_for(gw, 1000, "e", limit_s=1.0, clients=8)
+    assert time.monotonic() - enabled_at < 1.5
+    assert len(early) >= 60, len(early)
+    share = early.count("three") / len(early)
+    assert 0 < early.count("three") and share < 0.2, (share, len(early))
+    assert abs(early.count("one") - early.count("two")) <= 0.1 * len(early), "the others share the rest"
+    ramping = servers_of(gw)[2]
+    assert 0.1 < ramping["weight_factor"] < 0.5 and ramping["slow_start_left_ms"] > 0, ramping
+
+    time.sleep(max(0.0, enabled_at + 6.2 - time.monotonic()))
+    late = names_for(gw, 150, "l")
+    assert late.count("three") == 50, late.count("three")  # its full turn again
+    done = servers_of(gw)[2]
+    assert done["weight_factor"] == 1 and done["slow_start_left_ms"] is None, done
+
+
+def test_slow_start_after_a_restart_found_by_the_active_checks(start_gateway, backend_factory):
+    one, two, three = backend_factory("one"), backend_factory("two"), backend_factory("three")
+    health = {"path": "/healthz", "interval": "100ms", "timeout": "300ms", "healthy": 1, "unhealthy": 1}
+    backends = {"b": {"servers": [one.url, two.url, three.url], "connect_timeout": "1s", "health": health,
+                      "balance": "least_request", "slow_start": "30s"}}
+    gw = start_gateway(admin_of(gateway_config(free_port(), backends=backends, routes=[API])))
+    port = two.port
+    two.stop()
+    assert wait_for_line(gw, "unhealthy", two.url, 5.0), gw.stderr()
+    again = backend_factory("two", port=port)  # the server restarts on its port
+    assert wait_for_line(gw, "healthy", again.url, 5.0), gw.stderr()
+    back_at = time.monotonic()
+    early = names_for(gw, 1000, "r", limit_s=1.0, clients=8)
+    assert time.monotonic() - back_at < 1.5 and len(early) >= 60, len(early)
+    # the first second of thirty: a factor of 0.1 to 0.15. Under 8 clients the two choices favour
+    # the server with nothing in flight, so its share is about its chance to be drawn into the
+    # pair (near 1 in 10), not 1 in 3
+    assert early.count("two") / len(early) < 0.2, (early.count("two"), len(early))
+    s = servers_of(gw)[1]
+    assert s["state"] == "healthy" and s["weight_factor"] < 0.5 and s["slow_start_left_ms"] > 25000, s
+
+
+def test_response_time_histogram_per_server(start_gateway, backend_factory):
+    fast, slow = backend_factory("fast"), backend_factory("slow")
+    slow.delay_ms = 300
+    backends = {"b": {"servers": [fast.url, slow.url], "connect_timeout": "1s"}}
+    gw = start_gateway(admin_of(gateway_config(free_port(), backends=backends, routes=[API])))
+    names = names_for(gw, 20, "t")
+    assert names.count("slow") == 10
+    m = gw.metrics()
+
+    def series(server, le=None):
+        name = "matchgate_server_response_seconds" + ("_bucket" if le else "_count")
+        return m[f'{name}{{backend="b",server="{server}"' + (f',le="{le}"' if le else "") + "}"]
+
+    assert series(slow.url) == 10 and series(fast.url) == 10
+    assert series(slow.url, "0.25") == 0, "a 300 ms server is not in the buckets below it"
+    assert series(slow.url, "0.5") == 10 and series(slow.url, "+Inf") == 10
+    assert series(fast.url, "0.1") == 10, "a fast one is in the lower buckets"
+    assert m[f'matchgate_server_response_seconds_sum{{backend="b",server="{slow.url}"}}'] >= 3.0
+    assert m[f'matchgate_server_response_seconds_sum{{backend="b",server="{fast.url}"}}'] < 1.0
+
+
+def test_hash_moves_about_a_quarter_of_the_tenants_to_a_fourth_server(start_gateway, backend_factory):
+    servers = [backend_factory(n) for n in ("one", "two", "three", "four")]
+    b = {"servers": [s.url for s in servers[:3]], "connect_timeout": "1s", "balance": "hash", "hash_key": "${tenant}"}
+    cfg = admin_of(gateway_config(free_port(), backends={"b": b}, routes=[API],
+                                  tenants={"identify": [{"header": "X-Tenant"}]}))
+    gw = start_gateway(cfg)
+    tenants = [f"tenant-{i}" for i in range(300)]
+
+    def homes(tag):
+        out = {}
+        for t in tenants:
+            status, _, body = request(gw.port, "GET", f"/api/{tag}", headers={"X-Tenant": t})
+            assert status == 200
+            out[t] = backend_of(body)
+        return out
+
+    before = homes("a")
+    assert set(before.values()) == {"one", "two", "three"}
+    assert homes("again") == before, "one tenant, one server"
+
+    cfg["backends"]["b"]["servers"] = [s.url for s in servers]
+    gw.write_config(cfg)
+    assert "reloaded" in gw.reload()
+    after = homes("b")
+    moved = [t for t in tenants if after[t] != before[t]]
+    assert all(after[t] == "four" for t in moved), "a key only moves to the new server"
+    assert 0.25 / 2 <= len(moved) / len(tenants) <= 1.5 * 0.25, len(moved)
+
+    # the new server out: its keys go to the next server on the ring, where they were before
+    assert gw.admin_request("POST", "/backends/b/servers/3/disable")[0] == 200
+    assert homes("c") == before
+    assert gw.admin_request("POST", "/backends/b/servers/3/enable")[0] == 200
+    assert homes("d") == after, "and come back when it returns"

@@ -291,3 +291,203 @@ Test(health, active_checks_need_their_runs_in_a_row)
     cr_assert_eq(mg_backend_bind_health(&f.conf), 0);
     cr_expect_eq(state(&f.servers[0]), MG_SERVER_HEALTHY);
 }
+
+/* ---------------------------------------------------------------------------------------
+ * Slow start, on the fake clock
+ */
+
+Test(health, slow_start_ramps_the_weight_from_each_return)
+{
+    fixture_t f;
+    setup(&f, "s", 3, MG_BALANCE_ROUND_ROBIN);
+    const mg_server_conf_t *s = &f.servers[2];
+    uint64_t left = 1;
+    cr_expect_eq(mg_server_weight_permille(s, fake_now, &left), 1000, "off without slow_start");
+    f.b.slow_start_ms = 10000;
+    cr_expect_eq(mg_server_weight_permille(s, fake_now, &left), 1000, "a server in service from the start is not ramped");
+    cr_expect_eq(left, 0);
+
+    /* enabled after a disable: 10% at once, linear to 100% at slow_start */
+    mg_server_set_admin(s, MG_SERVER_ADMIN_DISABLED);
+    fake_now += 60000;
+    mg_server_set_admin(s, MG_SERVER_ADMIN_ENABLED);
+    uint64_t back = fake_now;
+    cr_expect_eq(mg_server_weight_permille(s, back, &left), 100);
+    cr_expect_eq(left, 10000);
+    cr_expect_eq(mg_server_weight_permille(s, back + 5000, &left), 550);
+    cr_expect_eq(left, 5000);
+    cr_expect_eq(mg_server_weight_permille(s, back + 9999, NULL), 999);
+    cr_expect_eq(mg_server_weight_permille(s, back + 10000, &left), 1000);
+    cr_expect_eq(left, 0);
+    mg_server_set_admin(s, MG_SERVER_ADMIN_ENABLED); /* enabled again: it was not out, nothing restarts */
+    cr_expect_eq(mg_server_weight_permille(s, back + 10000, NULL), 1000);
+    mg_server_set_admin(s, MG_SERVER_ADMIN_DRAINING);
+    fake_now = back + 20000;
+    mg_server_set_admin(s, MG_SERVER_ADMIN_ENABLED);
+    cr_expect_eq(mg_server_weight_permille(s, fake_now, NULL), 100, "a drain ends like a disable");
+
+    /* an ejection: the ramp starts when it ends */
+    fake_now += 20000;
+    fail_n(s, 5, MG_ATTEMPT_NOT_CONNECTED);
+    uint64_t until = 0;
+    cr_assert_eq(mg_server_state(s, fake_now, &until), MG_SERVER_EJECTED);
+    cr_expect_eq(mg_server_weight_permille(s, until, NULL), 100);
+    cr_expect_eq(mg_server_weight_permille(s, until + 2500, NULL), 325);
+    cr_expect_eq(mg_server_weight_permille(s, until + 10000, NULL), 1000);
+
+    /* the active checks find it healthy again: from then */
+    mg_server_health_t *h = s->health;
+    fake_now = until + 20000;
+    for (int i = 0; i < 3; i++) {
+        mg__health_check_due(h, fake_now, 1000);
+        mg__health_check_done(h, 0, 503, 2, 3, fake_now);
+    }
+    cr_assert_eq(state(s), MG_SERVER_UNHEALTHY);
+    fake_now += 1000;
+    mg__health_check_due(h, fake_now, 1000);
+    cr_expect_eq(mg__health_check_done(h, 1, 200, 2, 3, fake_now), 0);
+    fake_now += 1000;
+    mg__health_check_due(h, fake_now, 1000);
+    cr_expect_eq(mg__health_check_done(h, 1, 200, 2, 3, fake_now), 1);
+    cr_expect_eq(mg_server_weight_permille(s, fake_now, NULL), 100);
+    cr_expect_eq(mg_server_weight_permille(s, fake_now + 1000, NULL), 190);
+    cr_expect_eq(mg_server_weight_permille(&f.servers[0], fake_now, NULL), 1000, "the others are not touched");
+}
+
+/* Shares of `n` first choices among the fixture's 3 servers. */
+static void shares(fixture_t *f, size_t n, double out[3])
+{
+    size_t seen[3] = {0};
+    for (size_t i = 0; i < n; i++) {
+        size_t first = mg_backend_first_server(&f->b, MG_STR("GET"));
+        cr_assert(first < 3);
+        seen[first]++;
+    }
+    for (size_t i = 0; i < 3; i++)
+        out[i] = (double)seen[i] / (double)n;
+}
+
+/* Under round_robin and least_request (idle: the draws decide), a server ramping with factor p
+ * among two at full weight gets p / (2 + p) of the requests. */
+static void expect_ramped_shares(mg_balance_t balance)
+{
+    fixture_t f;
+    setup(&f, "r", 3, balance);
+    f.b.slow_start_ms = 10000;
+    mg_server_set_admin(&f.servers[2], MG_SERVER_ADMIN_DISABLED);
+    fake_now += 1000;
+    mg_server_set_admin(&f.servers[2], MG_SERVER_ADMIN_ENABLED);
+    uint64_t back = fake_now;
+    const uint64_t at[] = {0, 5000, 10000, 60000};
+    const double factor[] = {0.1, 0.55, 1, 1};
+    for (size_t k = 0; k < 4; k++) {
+        fake_now = back + at[k];
+        double got[3];
+        shares(&f, 30000, got);
+        double want = factor[k] / (2 + factor[k]);
+        cr_expect(got[2] > want - 0.015 && got[2] < want + 0.015, "%s at +%llu ms: %.3f, expected %.3f", mg_balance_name(balance),
+                  (unsigned long long)at[k], got[2], want);
+        cr_expect(got[0] > got[1] - 0.02 && got[0] < got[1] + 0.02, "the others share the rest evenly: %.3f %.3f", got[0], got[1]);
+    }
+}
+
+Test(health, slow_start_shares_under_round_robin)
+{
+    expect_ramped_shares(MG_BALANCE_ROUND_ROBIN);
+}
+
+Test(health, slow_start_shares_under_least_request)
+{
+    expect_ramped_shares(MG_BALANCE_LEAST_REQUEST);
+}
+
+Test(health, slow_start_a_ramping_server_alone_still_gets_its_requests)
+{
+    fixture_t f;
+    setup(&f, "a", 3, MG_BALANCE_ROUND_ROBIN);
+    f.b.slow_start_ms = 10000;
+    mg_server_set_admin(&f.servers[0], MG_SERVER_ADMIN_DISABLED);
+    mg_server_set_admin(&f.servers[1], MG_SERVER_ADMIN_DISABLED);
+    mg_server_set_admin(&f.servers[2], MG_SERVER_ADMIN_DISABLED);
+    fake_now += 1000;
+    mg_server_set_admin(&f.servers[2], MG_SERVER_ADMIN_ENABLED);
+    for (int i = 0; i < 1000; i++)
+        cr_assert_eq(mg_backend_first_server(&f.b, MG_STR("GET")), 2, "the only server in service takes every request");
+}
+
+Test(health, slow_start_for_a_server_a_reload_adds_not_for_the_first_configuration)
+{
+    fixture_t f;
+    setup(&f, "n2", 2, MG_BALANCE_ROUND_ROBIN);
+    f.b.slow_start_ms = 10000;
+    cr_expect_eq(mg_server_weight_permille(&f.servers[1], fake_now, NULL), 1000);
+    /* the next configuration adds a third server */
+    static char url[] = "http://127.0.0.1:9";
+    f.servers[2] = (mg_server_conf_t){.url = url, .weight = 1, .backend = &f.b};
+    f.schedule[2] = 2;
+    f.b.num_servers = f.b.schedule_len = 3;
+    fake_now += 5000;
+    cr_assert_eq(mg_backend_bind_health(&f.conf), 0);
+    cr_expect_eq(mg_server_weight_permille(&f.servers[2], fake_now, NULL), 100, "a server the reload added ramps up");
+    cr_expect_eq(mg_server_weight_permille(&f.servers[0], fake_now, NULL), 1000, "the servers it kept do not");
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Active and passive checks together
+ */
+
+Test(health, a_passing_active_check_does_not_end_an_ejection)
+{
+    fixture_t f;
+    setup(&f, "ap", 2, MG_BALANCE_ROUND_ROBIN);
+    const mg_server_conf_t *s = &f.servers[0];
+    mg_server_health_t *h = s->health;
+    fail_n(s, 5, MG_ATTEMPT_NOT_CONNECTED);
+    uint64_t until = 0;
+    cr_assert_eq(mg_server_state(s, fake_now, &until), MG_SERVER_EJECTED);
+    for (int i = 0; i < 5; i++) {
+        mg__health_check_due(h, fake_now += 1000, 1000);
+        cr_expect_eq(mg__health_check_done(h, 1, 200, 1, 1, fake_now), 0);
+        cr_expect_eq(state(s), MG_SERVER_EJECTED, "check %d passed: the ejection still runs", i);
+    }
+    /* failing checks meanwhile: when the ejection ends, the active verdict keeps it out */
+    mg__health_check_due(h, fake_now += 1000, 1000);
+    cr_expect_eq(mg__health_check_done(h, 0, 500, 1, 1, fake_now), -1);
+    fake_now = until;
+    cr_expect_eq(state(s), MG_SERVER_UNHEALTHY);
+    mg__health_check_due(h, fake_now, 1000);
+    cr_expect_eq(mg__health_check_done(h, 1, 200, 1, 1, fake_now), 1);
+    cr_expect_eq(state(s), MG_SERVER_HEALTHY);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Response times
+ */
+
+Test(health, response_heads_fall_in_their_buckets)
+{
+    fixture_t f;
+    setup(&f, "rt", 2, MG_BALANCE_ROUND_ROBIN);
+    static const uint64_t bounds[MG_SERVER_HEAD_BUCKETS] = MG_SERVER_HEAD_BOUNDS_US;
+    mg_server_observe_head(&f.servers[0], 0);
+    mg_server_observe_head(&f.servers[0], 1000);     /* on a bound: in it (le) */
+    mg_server_observe_head(&f.servers[0], 1001);     /* just past: the next one */
+    mg_server_observe_head(&f.servers[0], 300000);   /* 0.3 s: the 0.5 s bucket */
+    mg_server_observe_head(&f.servers[0], 60000000); /* past the last bound: only the count */
+    mg_server_observe_head(NULL, 5);
+    mg_server_stats_t st, other;
+    mg_server_stats(&f.servers[0], &st);
+    mg_server_stats(&f.servers[1], &other);
+    cr_expect_eq(bounds[0], 1000);
+    cr_expect_eq(st.head_buckets[0], 2);
+    cr_expect_eq(st.head_buckets[1], 1);
+    cr_expect_eq(bounds[8], 500000);
+    cr_expect_eq(st.head_buckets[8], 1);
+    uint64_t in_buckets = 0;
+    for (size_t i = 0; i < MG_SERVER_HEAD_BUCKETS; i++)
+        in_buckets += st.head_buckets[i];
+    cr_expect_eq(in_buckets, 4);
+    cr_expect_eq(st.head_count, 5);
+    cr_expect_eq(st.head_sum_us, 0 + 1000 + 1001 + 300000 + 60000000);
+    cr_expect_eq(other.head_count, 0, "per server");
+}

@@ -247,13 +247,15 @@ Test(config, retry_keys)
 {
     load(BASE "backends:\n  crm:\n    servers: [\"http://127.0.0.1:9001\"]\n"
               "  api:\n    servers: [\"http://127.0.0.1:9002\"]\n    retry_on: [reset, 502, 503, 504]\n"
-              "    retry_budget: 20%\n    retry_backoff: 25ms\n");
+              "    retry_budget: 20%\n    retry_backoff: 25ms\n    slow_start: 30s\n");
     cr_assert_eq(conf->backends[0].retry_on, MG_RETRY_CONNECT_FAILURE, "today's rule by default");
     cr_assert_eq(conf->backends[0].retry_budget_percent, 0, "no budget by default");
     cr_assert_eq(conf->backends[0].retry_backoff_ms, 0);
     cr_assert_eq(conf->backends[1].retry_on, MG_RETRY_RESET | MG_RETRY_502 | MG_RETRY_503 | MG_RETRY_504);
     cr_assert_eq(conf->backends[1].retry_budget_percent, 20);
     cr_assert_eq(conf->backends[1].retry_backoff_ms, 25);
+    cr_assert_eq(conf->backends[0].slow_start_ms, 0, "no slow start by default");
+    cr_assert_eq(conf->backends[1].slow_start_ms, 30000);
 }
 
 Test(config, health_defaults_and_values)
@@ -663,6 +665,14 @@ static const bad_config_t bad_configs[] = {
      "gw.yaml:2:48: retry_budget must be a percentage from 0% to 100% (like 50%)"},
     {BACKEND("{servers: [\"http://a:1\"], retry_backoff: soon}"),
      "gw.yaml:2:49: invalid duration 'soon' (expected e.g. 250ms, 5s, 2m, 1h)"},
+    {BACKEND("{servers: [\"http://a:1\"], slow_start: -1s}"),
+     "gw.yaml:2:46: invalid duration '-1s' (expected e.g. 250ms, 5s, 2m, 1h)"},
+    {BACKEND("{servers: [\"http://a:1\"], balance: hash, hash_key: k, slow_start: 30s}"),
+     "gw.yaml:2:74: slow_start is not used with balance: hash (it does not choose servers by weight; use round_robin, "
+     "least_request or primary_for_writes)"},
+    {BACKEND("{servers: [\"http://a:1\"], balance: first_available, slow_start: 1s}"),
+     "gw.yaml:2:72: slow_start is not used with balance: first_available (it does not choose servers by weight; use "
+     "round_robin, least_request or primary_for_writes)"},
     {BACKEND("{servers: [\"http://a:1\"], balance: hash}"), "gw.yaml:2:8: missing key 'hash_key' (required by balance: hash)"},
     {BACKEND("{servers: [\"http://a:1\"], hash_key: \"${tenant}\"}"), "gw.yaml:2:44: hash_key is only used with balance: hash"},
     {BACKEND("{servers: [\"http://a:1\"], balance: hash, hash_key: [a]}"), "gw.yaml:2:59: expected a scalar, got a sequence"},
