@@ -62,6 +62,19 @@ static void on_late(mg_timer_t *timer)
  * The input buffer
  */
 
+/* A backend connection's input starts at 32 KiB rather than h2o's 8 KiB: a response head with a
+ * 16 KiB body came in one read that doubled the buffer twice, copying what it held each time
+ * (3 to 4% of matchgate's CPU for 16 KiB responses, docs/performance.md). Kept per worker
+ * thread like h2o's own (none under AddressSanitizer, which catches a use after release only
+ * while buffers are really freed); an idle connection holds none (release_input). */
+#define FIRST_BUFFER (32 * 1024)
+#if defined(__SANITIZE_ADDRESS__)
+#define FIRST_BUFFERS_KEPT 0
+#else
+#define FIRST_BUFFERS_KEPT 64
+#endif
+static __thread h2o_buffer_prototype_t input_prototype = {{FIRST_BUFFERS_KEPT}, {FIRST_BUFFER}, &h2o_socket_buffer_mmap_settings};
+
 /* Takes n bytes off the front of the connection's input. All of it: the buffer is kept, emptied,
  * for the rest of the response (h2o frees an emptied buffer, and its next read grows a new one
  * from 8 KiB by doubling and copying: a 1 MiB body cost a second copy of itself that way). */
@@ -81,7 +94,7 @@ static void release_input(h1_conn_t *conn)
 {
     h2o_buffer_t *in = conn->sock->input;
     if (in->bytes != NULL && in->size == 0) {
-        conn->sock->input = &in->_prototype->_initial_buf;
+        conn->sock->input = &input_prototype._initial_buf;
         h2o_buffer__do_free(in);
     }
 }
@@ -158,6 +171,7 @@ void mg__h1_connect_next(h1_exchange_t *x)
         fail_later(x, MG_ATTEMPT_NOT_CONNECTED, "cannot make a socket to the server");
         return;
     }
+    h2o_buffer_set_prototype(&conn->sock->input, &input_prototype);
     conn->pool = pool;
     conn->x = x;
     conn->sock->data = conn;
@@ -286,10 +300,9 @@ static int read_head(h1_exchange_t *x)
  * the input fills it doubles it and copies what it holds: a 1 MiB body was copied about once more
  * that way (16% of matchgate's CPU for 1 MiB responses, docs/performance.md). The room is what is
  * left of a Content-Length body, or, for a chunked or close-delimited one, what a body that
- * already came in more than one first buffer (8 KiB) is likely to need; at most BODY_ROOM. The
- * buffer goes with the response (forward.c takes it) or back at idle (release_input). */
+ * already came in more than one first buffer is likely to need; at most BODY_ROOM. The buffer
+ * goes with the response (forward.c takes it) or back at idle (release_input). */
 #define BODY_ROOM (256 * 1024)
-#define FIRST_BUFFER 8192 /* h2o_socket_buffer_prototype's */
 
 static void make_room_for_body(h1_exchange_t *x, size_t arrived)
 {
@@ -326,6 +339,7 @@ static int read_body(h1_exchange_t *x)
         if (x->pending != 0 && x->pending == in->size && x->cbs->take_body_buffer != NULL &&
             x->cbs->take_body_buffer(x->arg, &x->conn->sock->input)) {
             x->pending = 0; /* the whole input went, and an empty buffer took its place */
+            h2o_buffer_set_prototype(&x->conn->sock->input, &input_prototype);
         } else if (x->pending != 0) {
             switch (x->cbs->on_body(x->arg, in->bytes, x->pending)) {
             case MG_BODY_TAKEN:
