@@ -71,7 +71,7 @@ static void on_late(mg_timer_t *timer)
 #if defined(__SANITIZE_ADDRESS__)
 #define FIRST_BUFFERS_KEPT 0
 #else
-#define FIRST_BUFFERS_KEPT 64
+#define FIRST_BUFFERS_KEPT 256 /* one per busy connection up to 256 at once: 8 MiB kept at most */
 #endif
 static __thread h2o_buffer_prototype_t input_prototype = {{FIRST_BUFFERS_KEPT}, {FIRST_BUFFER}, &h2o_socket_buffer_mmap_settings};
 
