@@ -468,3 +468,17 @@ Test(undecided, a_regex_that_decides_is_unaffected)
     cr_expect_eq(undecided("{not: {path: {regex: '^/(a+)+c$'}}}", &reason), 1, "a quick non-match is a non-match");
     cr_expect_str_eq(reason, "-");
 }
+
+/* The tchar table against RFC 9110 5.6.2's grammar, byte by byte. */
+Test(strings, tchar_is_rfc9110_tchar)
+{
+    for (int c = 0; c < 256; c++) {
+        int alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        int digit = c >= '0' && c <= '9';
+        int special = c != 0 && c < 128 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+        cr_assert_eq(mg_is_tchar((char)c), alpha || digit || special, "byte 0x%02x", c);
+    }
+    cr_assert(mg_is_token("x-tenant-id", 11));
+    cr_assert(!mg_is_token("x tenant", 8));
+    cr_assert(!mg_is_token("", 0));
+}
