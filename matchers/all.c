@@ -58,4 +58,5 @@ const mg_matcher_ops_t mg_matcher_all = {
     .describe = mg_matcher_list_describe,
     .keys = mg_all_keys,
     .binds = mg_matcher_list_binds,
+    .needs = mg_matcher_list_needs,
 };

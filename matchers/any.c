@@ -27,4 +27,5 @@ const mg_matcher_ops_t mg_matcher_any = {
     .dispose = mg_matcher_list_dispose,
     .describe = mg_matcher_list_describe,
     .binds = mg_matcher_list_binds,
+    .needs = mg_matcher_list_needs,
 };

@@ -31,7 +31,8 @@ static int mg_field_find_op(const char *kind, const mg_node_t *arg, mg_errors_t 
             op = i, ++count;
     }
     if (count != 1) {
-        mg_errors_add(errs, arg, "'%s' takes 'name' and exactly one of 'equals', 'prefix', 'contains', 'regex' or 'present'", kind);
+        mg_errors_add(errs, arg, "'%s' takes 'name' and exactly one of 'equals', 'prefix', 'contains', 'regex'%s or 'present'", kind,
+                      strcmp(kind, "claim") == 0 ? ", 'in'" : "");
         return -1;
     }
     return op;

@@ -18,6 +18,7 @@
     X(query)                \
     X(websocket)            \
     X(tenant)               \
+    X(claim)                \
     X(all)                  \
     X(any)                  \
     X(not)
@@ -141,6 +142,11 @@ int mg_matcher_binds(const mg_matcher_t *m, mg_str_t name)
     return m != NULL && m->ops->binds != NULL && m->ops->binds(m, name);
 }
 
+unsigned mg_matcher_needs(const mg_matcher_t *m)
+{
+    return m != NULL && m->ops->needs != NULL ? m->ops->needs(m) : 0;
+}
+
 void mg_matcher_free(mg_matcher_t *m)
 {
     if (m == NULL)
@@ -223,6 +229,15 @@ int mg_matcher_list_binds(const mg_matcher_t *self, mg_str_t name)
             return 1;
     }
     return 0;
+}
+
+unsigned mg_matcher_list_needs(const mg_matcher_t *self)
+{
+    const mg_matcher_list_t *list = self->data;
+    unsigned needs = 0;
+    for (size_t i = 0; i != list->size; ++i)
+        needs |= mg_matcher_needs(list->items[i]);
+    return needs;
 }
 
 size_t mg_matcher_list_describe(const mg_matcher_t *self, char *buf, size_t size)

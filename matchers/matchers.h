@@ -230,6 +230,46 @@ typedef struct mg_matcher mg_matcher_t;
 typedef struct mg_ctx mg_ctx_t;
 
 /*
+ * The claims of a verified credential (gateway/auth/ makes them from a token's payload or an API
+ * key's line): every value of the JSON object, flattened. A member of a nested object is named by
+ * its dotted path ("realm_access.roles"); each element of an array is one more entry under the
+ * array's name, after an MG_CLAIM_ARRAY entry for the array itself (so an empty array is present).
+ * Sorted by name; the entries of one name keep their order in the document.
+ */
+typedef enum mg_claim_type {
+    MG_CLAIM_STRING, /* value: the decoded string (may hold any byte but NUL) */
+    MG_CLAIM_NUMBER, /* value: its JSON text ("42", "1.5") */
+    MG_CLAIM_BOOL,   /* "true" or "false" */
+    MG_CLAIM_NULL,   /* "null" */
+    MG_CLAIM_OBJECT, /* value empty: its members follow under "name.<member>" */
+    MG_CLAIM_ARRAY,  /* value empty: its elements follow under the same name */
+} mg_claim_type_t;
+
+typedef struct mg_claim {
+    mg_str_t name;
+    mg_str_t value;
+    mg_claim_type_t type;
+} mg_claim_t;
+
+typedef struct mg_claims {
+    const mg_claim_t *items;
+    size_t size;
+} mg_claims_t;
+
+/* 1 for the types a condition or a template compares as text (string, number, bool, null). */
+static inline int mg_claim_is_scalar(const mg_claim_t *c)
+{
+    return c->type <= MG_CLAIM_NULL;
+}
+
+/* The entries named `name`: the index of the first one (*count of them in a row), or claims->size
+ * with *count 0 when there is none. */
+size_t mg_claims_find(const mg_claims_t *claims, mg_str_t name, size_t *count);
+/* The first scalar value named `name` (what ${claim.NAME} and tenants.identify's {claim: NAME}
+ * take), or NULL when there is none (or `claims` is NULL). */
+const mg_str_t *mg_claims_value(const mg_claims_t *claims, mg_str_t name);
+
+/*
  * An explain hook (the route tester, `matchgate route`): when mg_ctx_t.trace is set, evaluation
  * reports what it tries, as it tries it, through the very code that routes requests. NULL (what
  * the gateway sets) costs one test per condition.
@@ -258,6 +298,9 @@ struct mg_ctx {
     size_t num_headers;
     int websocket;   /* the request is a WebSocket upgrade */
     mg_str_t tenant; /* empty when unidentified */
+    /* the verified credential's claims; NULL when the request has none (no credential, or one that
+     * failed): every claim condition is then unknown (see mg_matcher_needs) */
+    const mg_claims_t *claims;
     mg_alloc_t alloc;
     mg_var_t vars[MG_CTX_MAX_VARS];
     size_t num_vars;
@@ -359,7 +402,16 @@ typedef struct mg_matcher_ops {
     /* Optional: 1 when a successful match may bind variable `name` (templates are checked
      * against this at load: an unknown variable is a configuration error). */
     int (*binds)(const mg_matcher_t *self, mg_str_t name);
+    /* Optional: what the condition needs of a request besides its head (MG_NEEDS_* bits; a kind
+     * without it needs nothing). */
+    unsigned (*needs)(const mg_matcher_t *self);
 } mg_matcher_ops_t;
+
+/* The condition tests a claim: a request without a verified credential is unknown to it, and the
+ * route holding it never matches such a request, whatever `not` or `any` stand around the test
+ * (routes.c checks this before evaluating: `not: {claim: ...}` must not let anonymous requests
+ * in). */
+#define MG_NEEDS_CLAIMS 1u
 
 struct mg_matcher {
     const mg_matcher_ops_t *ops;
@@ -386,6 +438,8 @@ size_t mg_matcher_describe(const mg_matcher_t *m, char *buf, size_t size);
 void mg_matcher_get_keys(const mg_matcher_t *m, mg_matcher_keys_t *keys);
 /* 1 when a match of `m` may bind `name`. */
 int mg_matcher_binds(const mg_matcher_t *m, mg_str_t name);
+/* What `m` and every condition inside it need (MG_NEEDS_* bits); 0 for NULL. */
+unsigned mg_matcher_needs(const mg_matcher_t *m);
 void mg_matcher_free(mg_matcher_t *m);
 /* The kinds known, NULL-terminated (for "did you mean" and docs). */
 extern const char *const mg_matcher_kind_names[];
@@ -415,6 +469,8 @@ int mg_matcher_list_compile_pairs(mg_matcher_t *self, const mg_node_t *map, mg_e
 void mg_matcher_list_dispose(mg_matcher_t *self);
 /* binds for list kinds: any child may bind it. */
 int mg_matcher_list_binds(const mg_matcher_t *self, mg_str_t name);
+/* needs for list kinds: what any child needs. */
+unsigned mg_matcher_list_needs(const mg_matcher_t *self);
 size_t mg_matcher_list_describe(const mg_matcher_t *self, char *buf, size_t size);
 
 /*

@@ -25,6 +25,11 @@ static void mg_not_dispose(mg_matcher_t *self)
     mg_matcher_free(self->data);
 }
 
+static unsigned mg_not_needs(const mg_matcher_t *self)
+{
+    return mg_matcher_needs(self->data);
+}
+
 static size_t mg_not_describe(const mg_matcher_t *self, char *buf, size_t size)
 {
     size_t off = mg_matcher_describe_text(buf, size, 0, "{\"not\":");
@@ -38,4 +43,5 @@ const mg_matcher_ops_t mg_matcher_not = {
     .match = mg_not_match,
     .dispose = mg_not_dispose,
     .describe = mg_not_describe,
+    .needs = mg_not_needs,
 };

@@ -50,6 +50,12 @@ void mg__route_read_backend(const mg_route_env_t *env, const mg_node_t *node, ch
 void mg__bridge_read(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *v);
 void mg__bridge_free(mg_route_t *r);
 
+/* Reads `auth:` and `require:` (auth.c) into r->auth and r->require, and sets r->auth_from (the
+ * parent's must be set). Errors are recorded and reading goes on; what was read belongs to `r`
+ * even then (mg__route_auth_free). */
+void mg__route_auth_read(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *map);
+void mg__route_auth_free(mg_route_t *r);
+
 /* ---------------------------------------------------------------------------------------
  * Evaluation of one route (routes.c)
  */

@@ -30,8 +30,8 @@ typedef struct mg_routes_builder {
     unsigned unsure; /* > 0 while reading below a condition that did not compile */
 } mg_routes_builder_t;
 
-static const char *const mg_route_keys[] = {"name",     "match",  "actions", "forward", "bridge", "respond",
-                                            "redirect", "routes", "quota",   "order",   NULL};
+static const char *const mg_route_keys[] = {"name",   "match", "actions", "forward", "bridge",  "respond", "redirect",
+                                            "routes", "quota", "order",   "auth",    "require", NULL};
 static const char *const mg_route_terminals[] = {"forward", "bridge", "respond", "redirect", "routes", NULL};
 static const char *const mg_forward_keys[] = {"backend", "host", NULL};
 static const char *const mg_redirect_keys[] = {"location", "status", NULL};
@@ -451,6 +451,9 @@ static mg_route_t *mg_route_compile(mg_routes_builder_t *b, const mg_node_t *map
     /* resolved once here (children are compiled in read_terminal, after their parent's order):
      * each ordered request then finds its order in one load */
     r->order_from = r->order.key != NULL ? r : parent != NULL ? parent->order_from : NULL;
+    mg_route_env_t env = {b->resolve, b->arg, NULL, NULL, b->errs};
+    mg__route_auth_read(&env, r, map);
+    r->needs_claims = (mg_matcher_needs(r->match) & MG_NEEDS_CLAIMS) != 0;
     mg_route_read_terminal(b, r, map);
     b->unsure -= unsure;
     return r;
@@ -538,7 +541,9 @@ static const mg_route_t *mg_route_list_match(mg_route_t *const *list, size_t siz
 const mg_route_t *mg__route_try(const mg_route_t *r, mg_ctx_t *ctx, int indexed)
 {
     size_t mark = ctx->num_vars;
-    int matched = r->match != NULL ? mg_matcher_match(r->match, ctx) : 1;
+    /* a claim condition is unknown without a verified credential: the route cannot match, whatever
+     * `not` or `any` would make of a test that answered "no" */
+    int matched = r->needs_claims && ctx->claims == NULL ? 0 : r->match != NULL ? mg_matcher_match(r->match, ctx) : 1;
     if (matched == MG_MATCH_ERROR && ctx->error.route == NULL)
         ctx->error.route = r->name;
     if (ctx->trace != NULL)
@@ -610,6 +615,7 @@ static void mg_route_free(mg_route_t *r)
     free(r->forward.backend_name);
     mg_template_free(r->forward.host);
     mg__bridge_free(r);
+    mg__route_auth_free(r);
     mg_template_free(r->redirect.location);
     mg_template_free(r->quota.key);
     mg_template_free(r->order.key);

@@ -138,6 +138,14 @@ typedef struct mg_action {
 
 typedef struct mg_route mg_route_t;
 
+/* `auth:` on a route (auth.c). */
+typedef enum mg_route_auth_mode {
+    MG_ROUTE_AUTH_INHERIT,  /* not written: the parent's applies (none at the top) */
+    MG_ROUTE_AUTH_NONE,     /* `none`: no credential needed; one that fails is ignored */
+    MG_ROUTE_AUTH_OPTIONAL, /* `optional`: none is fine, a verified one of any authenticator too; a failed one is 401 */
+    MG_ROUTE_AUTH_REQUIRED, /* `NAME` or `[NAMES]`: a credential verified by one of them, else 401 */
+} mg_route_auth_mode_t;
+
 struct mg_route {
     char *name;
     size_t id;        /* 0 .. mg_routes_count() - 1: depth first, in file order (counters are indexed by it) */
@@ -195,6 +203,21 @@ struct mg_route {
         size_t priority_header_len;
     } order;
     const mg_route_t *order_from; /* the route whose `order` applies here (set at load), or NULL */
+    /* `auth:` (auth.c): which verified credentials the route accepts. Applies to the route and its
+     * children; the nearest one up the tree wins (auth_from). */
+    struct {
+        mg_route_auth_mode_t mode;
+        char **names; /* MG_ROUTE_AUTH_REQUIRED: the authenticators accepted, as written */
+        size_t num_names;
+        uint64_t accept;       /* ... as bits of their index under the top-level `auth:` (the configuration sets them) */
+        unsigned line, column; /* where `auth:` was written */
+    } auth;
+    const mg_route_t *auth_from; /* the route whose `auth` applies here (set at load), or NULL: none */
+    /* `require:` (auth.c): conditions a verified credential must meet, else 403. Those of the
+     * ancestors apply too (mg_route_requires). */
+    mg_matcher_t **require;
+    size_t num_require;
+    int needs_claims; /* its condition tests a claim: it never matches a request without a verified credential */
     mg_route_t **children;
     size_t num_children;
     const mg_route_t *parent;
@@ -266,6 +289,19 @@ int mg_route_quota_key(const mg_route_t *route, const mg_ctx_t *ctx, mg_str_t *k
 
 /* The `order:` that applies to `leaf`: its own, else its nearest ancestor's; NULL when none. */
 const mg_route_t *mg_route_order(const mg_route_t *leaf);
+
+/* The `auth:` mode that applies to `leaf` (its own, else its nearest ancestor's; NONE when none
+ * does), and the route that wrote it in *from (NULL for none). */
+mg_route_auth_mode_t mg_route_auth(const mg_route_t *leaf, const mg_route_t **from);
+
+/*
+ * The `require:` conditions of `leaf` and of its ancestors, root first, each tested on `ctx` (which
+ * must hold claims): 1 when all hold (also when there are none), 0 when one does not, with *failed
+ * pointing at it, MG_MATCH_ERROR when one could not be decided. Binds nothing.
+ */
+int mg_route_requires(const mg_route_t *leaf, mg_ctx_t *ctx, const mg_matcher_t **failed);
+/* 1 when `leaf` or an ancestor has `require:`. */
+int mg_route_has_requires(const mg_route_t *leaf);
 
 /* 1 when the request's priority header value asks for high priority ("high", any case). */
 int mg_order_is_high(mg_str_t value);

@@ -42,6 +42,7 @@ typedef enum mg_piece_kind {
     MG_PIECE_VAR,         /* remainder, a named capture or a bridge's msg.<field> (bound by the gateway) */
     MG_PIECE_HEADER,      /* ${header.<Name>}: text is the lower-case name */
     MG_PIECE_QUERY_PARAM, /* ${query.<name>}: text is the parameter name */
+    MG_PIECE_CLAIM,       /* ${claim.<name>}: text is the claim's (dotted) name */
 } mg_piece_kind_t;
 
 typedef struct mg_piece {
@@ -152,7 +153,7 @@ static void mg_unknown_variable(mg_template_builder_t *b, mg_str_t name)
     else if (near != NULL)
         snprintf(hint, sizeof(hint), "did you mean '${%s}'? ", near);
     mg_errors_add(b->errs, b->node,
-                  "unknown variable '${%.*s}' (%sknown here: tenant, host, path, query, method, %sheader.<Name>, query.<name>, "
+                  "unknown variable '${%.*s}' (%sknown here: tenant, host, path, query, method, %sheader.<Name>, query.<name>, claim.<name>, "
                   "%sand named groups of the conditions of this route and its parents)",
                   (int)name.len, name.base, hint, remainder ? "remainder, " : "", msg ? "msg.<field>, " : "");
 }
@@ -183,9 +184,27 @@ static int mg_compile_query_var(mg_template_builder_t *b, mg_str_t name)
     return 0;
 }
 
+/* ${claim.<name>}: the first scalar value of a verified credential's claim (empty without one). */
+static int mg_compile_claim_var(mg_template_builder_t *b, mg_str_t name)
+{
+    mg_str_t c = mg_str(name.base + 6, name.len - 6);
+    int ok = c.len != 0 && c.base[0] != '.' && c.base[c.len - 1] != '.';
+    for (size_t i = 0; ok && i != c.len; ++i)
+        ok = (unsigned char)c.base[i] > 0x20 && c.base[i] != 0x7f && !(c.base[i] == '.' && c.base[i + 1] == '.');
+    if (!ok) {
+        mg_errors_add(b->errs, b->node, "invalid claim name in '${%.*s}' (expected ${claim.<name>}, such as ${claim.sub} or ${claim.realm_access.roles})",
+                      (int)name.len, name.base);
+        return -1;
+    }
+    mg_add_piece(b, MG_PIECE_CLAIM, mg_keep_string(b, c.base, c.len, 0), 0);
+    return 0;
+}
+
 /* One "${name}" (name without the braces). */
 static int mg_compile_var(mg_template_builder_t *b, mg_str_t name)
 {
+    if (mg_has_prefix(name, "claim."))
+        return mg_compile_claim_var(b, name);
     if (mg_has_prefix(name, "header."))
         return mg_compile_header_var(b, name);
     if (mg_has_prefix(name, "query."))
@@ -411,6 +430,10 @@ static mg_value_t mg_piece_value(const mg_piece_t *p, const mg_ctx_t *ctx)
     if (p->kind == MG_PIECE_QUERY_PARAM) {
         int found;
         return mg_value(mg_query_param(ctx->query, p->text, &found), MG_FORM_QUERY_VALUE);
+    }
+    if (p->kind == MG_PIECE_CLAIM) {
+        const mg_str_t *v = mg_claims_value(ctx->claims, p->text);
+        return mg_value(v != NULL ? *v : MG_STR_NULL, MG_FORM_PLAIN);
     }
     return mg_builtin_value(p, ctx);
 }

@@ -86,13 +86,13 @@ Test(context, headers_first_one_wins)
  */
 Test(matchers, kind_table)
 {
-    static const char *const expected[] = {"host", "path", "method", "header", "query", "websocket", "tenant", "all", "any", "not"};
+    static const char *const expected[] = {"host", "path", "method", "header", "query", "websocket", "tenant", "claim", "all", "any", "not"};
     size_t n = 0;
     for (; mg_matcher_kind_names[n] != NULL; ++n) {
-        cr_assert_lt(n, 10);
+        cr_assert_lt(n, 11);
         cr_expect_str_eq(mg_matcher_kind_names[n], expected[n]);
     }
-    cr_expect_eq(n, 10);
+    cr_expect_eq(n, 11);
 }
 
 Test(matchers, path_exact)
@@ -313,7 +313,7 @@ Test(compile_errors, unknown_kind)
     EXPECT_ERRORS("{pth: /x}", "test.yaml:1:2: unknown condition 'pth' (did you mean 'path'?)");
     EXPECT_ERRORS("{methods: GET}", "test.yaml:1:2: unknown condition 'methods' (did you mean 'method'?)");
     EXPECT_ERRORS("{zzzzzzzz: 1}", "test.yaml:1:2: unknown condition 'zzzzzzzz' (expected one of: host, path, method, header, "
-                                   "query, websocket, tenant, all, any, not)");
+                                   "query, websocket, tenant, claim, all, any, not)");
     EXPECT_ERRORS("{hots: api.example.com}", "test.yaml:1:2: unknown condition 'hots' (did you mean 'host'?)");
     EXPECT_ERRORS("{all: [{headers: {name: X, present: true}}]}",
                   "test.yaml:1:9: unknown condition 'headers' (did you mean 'header'?)");

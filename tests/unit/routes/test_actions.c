@@ -352,7 +352,7 @@ Test(actions_compile, captures_are_known_below_their_condition_only)
                   "    actions: [{set_header: {X: \"${x}\"}}]\n"
                   "    forward: api\n",
                   "routes.yaml:7:32: unknown variable '${x}' (known here: tenant, host, path, query, method, header.<Name>, "
-                  "query.<name>, and named groups of the conditions of this route and its parents)");
+                  "query.<name>, claim.<name>, and named groups of the conditions of this route and its parents)");
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -529,9 +529,9 @@ Test(actions_compile, templates_are_checked_where_they_are_used)
                   "    actions: [{rewrite_path: \"x/y\"}, {rewrite_path: \"\"}, {rewrite_path: \"/a?b\"}]\n"
                   "    forward: api\n",
                   "routes.yaml:4:30: unknown variable '${remainder}' (known here: tenant, host, path, query, method, "
-                  "header.<Name>, query.<name>, and named groups of the conditions of this route and its parents)",
+                  "header.<Name>, query.<name>, claim.<name>, and named groups of the conditions of this route and its parents)",
                   "routes.yaml:10:68: unknown variable '${nope}' (known here: tenant, host, path, query, method, remainder, "
-                  "header.<Name>, query.<name>, and named groups of the conditions of this route and its parents)",
+                  "header.<Name>, query.<name>, claim.<name>, and named groups of the conditions of this route and its parents)",
                   "routes.yaml:13:30: a path must start with '/'",
                   "routes.yaml:13:53: empty path (rewrite_path needs at least '/')",
                   "routes.yaml:13:73: a path cannot contain spaces, '?' or '#' (use set_query for the query)");
@@ -636,7 +636,7 @@ Test(forward_host, errors)
                   "  - {name: b, forward: {backend: api, host: \"a/${tenant}\"}}\n"
                   "  - {name: c, forward: {backend: api, host: \"${tenant\"}}\n",
                   "routes.yaml:2:45: unknown variable '${nope}' (known here: tenant, host, path, query, method, header.<Name>, "
-                  "query.<name>, and named groups of the conditions of this route and its parents)",
+                  "query.<name>, claim.<name>, and named groups of the conditions of this route and its parents)",
                   "routes.yaml:3:45: invalid host (expected a host name, optionally with a port)",
                   "routes.yaml:4:45: '${' without a closing '}' (write $$ for a literal '$')");
 }

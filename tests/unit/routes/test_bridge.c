@@ -239,10 +239,10 @@ Test(bridge_errors, msg_fields_only_in_bridge_path)
                   "    actions: [{set_header: {X-Id: \"${msg.id}\"}}]\n"
                   "    forward: api\n",
                   "routes.yaml:3:30: unknown variable '${msg.id}' (message fields are only known in bridge.path; known here: "
-                  "tenant, host, path, query, method, header.<Name>, query.<name>, and named groups of the conditions of "
+                  "tenant, host, path, query, method, header.<Name>, query.<name>, claim.<name>, and named groups of the conditions of "
                   "this route and its parents)",
                   "routes.yaml:6:35: unknown variable '${msg.id}' (message fields are only known in bridge.path; known here: "
-                  "tenant, host, path, query, method, header.<Name>, query.<name>, and named groups of the conditions of "
+                  "tenant, host, path, query, method, header.<Name>, query.<name>, claim.<name>, and named groups of the conditions of "
                   "this route and its parents)");
 }
 
@@ -258,7 +258,7 @@ Test(bridge_errors, bridge_path_variables)
                   "  - name: d\n"
                   "    bridge: {backend: api, method: POST, path: \"\"}\n",
                   "routes.yaml:3:48: unknown variable '${usr}' (known here: tenant, host, path, query, method, header.<Name>, "
-                  "query.<name>, msg.<field>, and named groups of the conditions of this route and its parents)",
+                  "query.<name>, claim.<name>, msg.<field>, and named groups of the conditions of this route and its parents)",
                   "routes.yaml:5:48: empty field name in '${msg.}' (expected ${msg.<field>})",
                   "routes.yaml:7:48: a path must start with '/'", "routes.yaml:9:48: empty path (bridge.path needs at least '/')");
 }

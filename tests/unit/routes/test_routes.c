@@ -522,7 +522,7 @@ Test(routes_compile, order_errors)
                   "    forward: api\n",
                   "routes.yaml:3:12: missing key 'key'", "routes.yaml:6:28: unknown key 'priority'",
                   "routes.yaml:6:18: unknown variable '${usr}' (known here: tenant, host, path, query, method, header.<Name>, "
-                  "query.<name>, and named groups of the conditions of this route and its parents)",
+                  "query.<name>, claim.<name>, and named groups of the conditions of this route and its parents)",
                   "routes.yaml:9:12: expected a mapping, got a scalar", "routes.yaml:12:38: invalid header name 'X P'");
 }
 
@@ -540,7 +540,7 @@ Test(routes_compile, quota_errors)
                   "    forward: api\n",
                   "routes.yaml:3:23: expected an integer between 1 and 1000000, got '0'", "routes.yaml:6:50: unknown key 'burst'",
                   "routes.yaml:6:40: unknown variable '${usr}' (known here: tenant, host, path, query, method, header.<Name>, "
-                  "query.<name>, and named groups of the conditions of this route and its parents)",
+                  "query.<name>, claim.<name>, and named groups of the conditions of this route and its parents)",
                   "routes.yaml:9:12: expected a mapping, got a scalar");
 }
 

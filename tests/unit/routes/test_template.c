@@ -158,13 +158,13 @@ Test(template, unknown_variables)
     cr_assert_eq(errs.size, 1);
     cr_expect_str_eq(errs.entries[0].text,
                      "t.yaml:1:4: unknown variable '${foo}' (known here: tenant, host, path, query, method, header.<Name>, "
-                     "query.<name>, and named groups of the conditions of this route and its parents)");
+                     "query.<name>, claim.<name>, and named groups of the conditions of this route and its parents)");
     /* remainder only where a condition binds it */
     t = compile_with("\"${remainder}\"", MG_TARGET_PATH, none);
     cr_expect_null(t);
     cr_expect_str_eq(errs.entries[0].text,
                      "t.yaml:1:4: unknown variable '${remainder}' (known here: tenant, host, path, query, method, header.<Name>, "
-                     "query.<name>, and named groups of the conditions of this route and its parents)");
+                     "query.<name>, claim.<name>, and named groups of the conditions of this route and its parents)");
     t = compile_with("\"${remainder}\"", MG_TARGET_PATH, rem);
     cr_expect_not_null(t);
     mg_template_free(t);
@@ -172,7 +172,7 @@ Test(template, unknown_variables)
     t = compile_with("\"${tennant}\"", MG_TARGET_HEADER, rem);
     cr_expect_null(t);
     cr_expect_str_eq(errs.entries[0].text, "t.yaml:1:4: unknown variable '${tennant}' (did you mean '${tenant}'? known here: "
-                                           "tenant, host, path, query, method, remainder, header.<Name>, query.<name>, and "
+                                           "tenant, host, path, query, method, remainder, header.<Name>, query.<name>, claim.<name>, and "
                                            "named groups of the conditions of this route and its parents)");
     /* positions follow the node, on any line */
     mg_errors_clear(&errs);
