@@ -160,6 +160,8 @@ size_t mg_access_format(const mg_access_entry_t *e, char *buf, size_t size)
     put_fmt(&o, ",\"status\":%d,\"bytes\":%llu,\"duration_ms\":%.3f", e->status, (unsigned long long)e->bytes, e->duration_ms);
     put_field(&o, "route", e->route, 128);
     put_field(&o, "tenant", e->tenant, 128);
+    if (e->sub.len != 0)
+        put_field(&o, "sub", e->sub, 256);
     put_field(&o, "server", e->server, 256);
     put_field(&o, "request_id", e->request_id, 128);
     if (e->trace_id.len != 0)

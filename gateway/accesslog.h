@@ -11,6 +11,7 @@
 typedef struct mg_access_entry {
     struct timeval when;
     mg_str_t peer, method, path, route, tenant, server, request_id, trace_id;
+    mg_str_t sub; /* the verified credential's `sub` claim; empty when none */
     int status;
     uint64_t bytes;
     double duration_ms;

@@ -39,6 +39,7 @@ static void on_request_dispose(void *p)
     if (r->tunnel != NULL)
         mg_ws_tunnel_cancel(r);
     mg_dispatch_release(r); /* after the transfer stopped: the next request of its key may start */
+    mg_identity_release(r->auth.identity);
     /* a 101 handed the connection over to a WebSocket session (gateway/websocket/) */
     mg_conn_request_end(r->conn, r->status == 101);
     if (!r->logged && r->status == 0)
@@ -189,7 +190,11 @@ static int build_context(mg_request_t *r, mg_ctx_t *ctx, mg_refusal_t *why)
                               .headers = headers,
                               .num_headers = req->headers.size,
                               .websocket = is_websocket_upgrade(req),
-                              .host_required = req->version == 0x101};
+                              .host_required = req->version == 0x101,
+                              .auth_cache = r->worker->auth_cache,
+                              .now_ms = r->conf->auth.num_authenticators != 0 ? mg_realtime_ms() : 0,
+                              .worker = r->worker->id,
+                              .auth = &r->auth};
     int rc = mg_request_prepare(r->conf, &head, &alloc, ctx, why);
     r->host = ctx->host; /* set once the path is normalized */
     if (ctx->path.base != NULL)
@@ -296,7 +301,24 @@ static void refuse_undecided(mg_request_t *r, const mg_ctx_t *ctx)
     mg_request_send_error(r, 400, "bad-request", reason);
 }
 
-/* What every request must pass before routing: size limits, a path, a Host, the tenant rules. */
+/* The tenants.unidentified refusal of a request whose credential failed: the credential's own 401
+ * (or 503) says more than "names no tenant", and carries the challenge. */
+static int refuse_failed_credential(mg_request_t *r, const mg_refusal_t *why)
+{
+    if (why->status != 401 || (r->auth.outcome != MG_AUTH_FAILED && r->auth.outcome != MG_AUTH_UNAVAILABLE))
+        return 0;
+    mg_auth_decision_t d = {.status = r->auth.outcome == MG_AUTH_FAILED ? 401 : 503,
+                            .code = r->auth.outcome == MG_AUTH_FAILED ? "unauthenticated" : "auth-unavailable",
+                            .reason = r->auth.outcome == MG_AUTH_FAILED ? mg_auth_reason_text(r->auth.reason)
+                                                                        : "the keys to verify the credential are not available",
+                            .error = r->auth.outcome == MG_AUTH_FAILED ? "invalid_token" : NULL,
+                            .challenge = r->auth.outcome == MG_AUTH_FAILED ? r->auth.by : NULL};
+    mg_request_send_auth(r, &d);
+    return 1;
+}
+
+/* What every request must pass before routing: size limits, a path, a Host, the credential and the
+ * tenant rules. */
 static int admit(mg_request_t *r, mg_ctx_t *ctx)
 {
     h2o_req_t *req = r->req;
@@ -310,7 +332,7 @@ static int admit(mg_request_t *r, mg_ctx_t *ctx)
     } else if (build_context(r, ctx, &why) != 0) {
         if (why.undecided)
             refuse_undecided(r, ctx);
-        else
+        else if (!refuse_failed_credential(r, &why))
             mg_request_send_error(r, why.status, why.code, why.reason);
     } else {
         r->tenant = ctx->tenant;
@@ -319,40 +341,77 @@ static int admit(mg_request_t *r, mg_ctx_t *ctx)
     return -1;
 }
 
-/* The route's quotas admitted the request: its actions, then its terminal. */
+/* The route's quotas admitted the request: what the credential gives the backend, the route's
+ * actions, then its terminal. */
 static void on_routes_admitted(mg_request_t *r, mg_ctx_t *ctx)
 {
     mg_route_result_t res;
-    if (mg_route_apply(r->route, ctx, &res) != 0)
+    int edited = mg_auth_edit_request(&r->conf->auth, &r->auth, ctx);
+    if (mg_route_apply(r->route, ctx, &res) != 0) {
         mg_request_send_error(r, 400, "bad-request", res.error);
-    else
-        run_terminal(r, ctx, &res);
+        return;
+    }
+    res.headers_changed |= edited;
+    run_terminal(r, ctx, &res);
 }
 
-/* The tenant's quota admitted the request: the route, and its quotas. */
-static void on_tenant_admitted(mg_request_t *r, mg_ctx_t *ctx)
+/* The route's verdict on the credential (mg_auth_decide): 0 to go on, -1 after the refusal. A
+ * credential that failed on a route that needs none goes on without it. */
+static int check_auth(mg_request_t *r, mg_ctx_t *ctx)
 {
-    if ((r->route = mg_routes_match(r->conf->routes, ctx)) != NULL)
-        mg_config_route_hit(r->conf, r->route, r->worker->id); /* GET /routes */
+    mg_auth_decision_t d;
+    if (r->conf->auth.num_authenticators == 0 && r->route->auth_from == NULL)
+        return 0;
+    mg_auth_decide(&r->conf->auth, &r->auth, r->route, ctx, &d);
+    if (d.status != 0) {
+        mg_request_send_auth(r, &d);
+        return -1;
+    }
+    return 0;
+}
+
+/* The route tree, then the route's verdict on the credential; 0 to go on with r->route, -1 after
+ * the answer (no route, an undecided condition, a refusal). */
+static int choose_route(mg_request_t *r, mg_ctx_t *ctx)
+{
+    r->route = mg_routes_match(r->conf->routes, ctx);
     if (r->route == NULL && ctx->error.reason != NULL)
         refuse_undecided(r, ctx);
     else if (r->route == NULL)
         mg_request_send_error(r, 404, "no-route", "no route matches the request");
-    else if (mg_limits_check_routes(r, ctx, on_routes_admitted) == 0)
+    else
+        return check_auth(r, ctx);
+    return -1;
+}
+
+/* The tenant's quota admitted the request: the route (unless chosen already), and its quotas. */
+static void on_tenant_admitted(mg_request_t *r, mg_ctx_t *ctx)
+{
+    if (r->route == NULL && choose_route(r, ctx) != 0)
+        return;
+    mg_config_route_hit(r->conf, r->route, r->worker->id); /* GET /routes */
+    if (mg_limits_check_routes(r, ctx, on_routes_admitted) == 0)
         on_routes_admitted(r, ctx);
 }
 
+/*
+ * The throttle comes before the route tree and the backend: a rejected request costs neither,
+ * and every request of a tenant counts, whatever its route makes of it. A request whose
+ * credential failed is the exception: its route is chosen first, so that it spends no quota when
+ * the route refuses it (only a route with `auth: none` takes it, as anonymous). A decision
+ * waiting for the shared store (tenants.store) goes on from its answer.
+ */
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     mg_request_t *r = request_new(mg_worker_of(req->conn->ctx), req);
     mg_ctx_t ctx;
 
-    /* the throttle comes before the route tree and the backend: a rejected request costs
-     * neither; a decision waiting for the shared store (tenants.store) goes on from its answer */
-    if (mg_limits_check_connection(r) != 0 || mg_request_check(r) != 0 || admit(r, &ctx) != 0 ||
-        mg_limits_check_tenant(r, &ctx, on_tenant_admitted) != 0)
+    if (mg_limits_check_connection(r) != 0 || mg_request_check(r) != 0 || admit(r, &ctx) != 0)
         return 0;
-    on_tenant_admitted(r, &ctx);
+    if ((r->auth.outcome == MG_AUTH_FAILED || r->auth.outcome == MG_AUTH_UNAVAILABLE) && choose_route(r, &ctx) != 0)
+        return 0;
+    if (mg_limits_check_tenant(r, &ctx, on_tenant_admitted) == 0)
+        on_tenant_admitted(r, &ctx);
     return 0;
 }
 

@@ -138,6 +138,7 @@ typedef struct mg_worker {
     mg_timer_t evict_timer;        /* worker 0: forgets idle throttle keys once a second */
     struct mg_worker_conns *conns; /* its client connections (gateway/connections/) */
     struct mg_store_worker *store; /* its client of tenants.store (store.c) */
+    mg_auth_cache_t *auth_cache;   /* its verified tokens (gateway/auth/cache.c) */
     int stopping;
     uint64_t rng[2]; /* request id generator state */
 } mg_worker_t;
@@ -155,6 +156,7 @@ struct mg_gateway {
     atomic_uint_fast64_t reloads_ok, reloads_failed;
     atomic_int stopping;      /* SIGTERM/SIGINT received: /healthz answers 503 */
     struct mg_prober *prober; /* the active health checks' thread (backend/prober.c) */
+    mg_auth_fetcher_t *fetcher; /* the JWKS urls' thread (auth/fetch.c) */
     /* settings fixed at start (a reload keeps them), readable from any thread */
     unsigned num_workers;
     size_t num_listeners;
@@ -228,7 +230,16 @@ typedef struct mg_request {
     mg_str_t *log_fields; /* conf->num_access_log_fields values, base NULL when absent */
     uint64_t balance_key; /* balance: hash: the hash of the backend's hash_key (has_balance_key) */
     int has_balance_key;
+    mg_auth_result_t auth; /* the credential's verification; its identity is released when the request is disposed */
 } mg_request_t;
+
+/* CLOCK_REALTIME in milliseconds (token lifetimes are wall-clock times). */
+static inline int64_t mg_realtime_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* CLOCK_MONOTONIC in microseconds (mg_request_t.started_at). */
 static inline uint64_t mg_monotonic_us(void)
@@ -255,6 +266,9 @@ void mg_request_add_own_headers(mg_request_t *r, h2o_req_t *req);
 void mg_request_send_respond(mg_request_t *r);
 void mg_request_send_redirect(mg_request_t *r, mg_str_t location);
 void mg_request_send_upgrade_required(mg_request_t *r);
+/* The refusal of mg_auth_decide: 401/403 with WWW-Authenticate (RFC 6750), 503 auth-unavailable
+ * with Retry-After, 400 for a requirement that could not be decided. */
+void mg_request_send_auth(mg_request_t *r, const mg_auth_decision_t *d);
 /* The checks every request passes before it is read (request_check.c): 0 to go on, with the
  * hop-by-hop fields and those the client's Connection names removed from req->headers; -1 after
  * a 400 (the connection closed when an HTTP/1 head breaks RFC 9112's framing rules). */

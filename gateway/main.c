@@ -22,6 +22,8 @@ static void usage(FILE *out)
                  "                                  show where a request would go, without sending it\n"
                  "       matchgate route -c FILE --expect TESTS.yaml\n"
                  "                                  check a file of requests and where they must go\n"
+                 "       matchgate hash-key TENANT ['{\"claim\": \"value\"}'] [--key KEY]\n"
+                 "                                  the api_key keys_file line for KEY (or a new key)\n"
                  "       matchgate --version\n"
                  "       matchgate --help\n"
                  "\n"
@@ -90,6 +92,8 @@ int main(int argc, char **argv)
     int check = 0, print = 0, opt;
     if (argc > 1 && strcmp(argv[1], "route") == 0)
         return mg_route_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "hash-key") == 0)
+        return mg_auth_hash_key_main(argc - 1, argv + 1);
     while ((opt = getopt_long(argc, argv, "c:th", options, NULL)) != -1) {
         switch (opt) {
         case 'c':

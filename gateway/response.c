@@ -72,6 +72,8 @@ void mg_request_log(mg_request_t *r)
     e.field_values = r->log_fields;
     e.num_fields = r->log_fields != NULL ? r->conf->num_access_log_fields : 0;
     e.tenant = r->tenant;
+    if (r->auth.identity != NULL)
+        e.sub = r->auth.identity->sub;
     e.duration_ms = (double)(mg_monotonic_us() - r->started_at) / 1000.0;
     mg_access_write(r->conf->access_log_fd, &e);
 }
@@ -193,6 +195,20 @@ void mg_request_send_error_and_close(mg_request_t *r, int status, const char *co
     mg_request_send_error(r, status, code, reason);
     if (sock != NULL)
         shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
+}
+
+void mg_request_send_auth(mg_request_t *r, const mg_auth_decision_t *d)
+{
+    h2o_req_t *req = r->req;
+    req->res.headers = (h2o_headers_t){NULL, 0, 0};
+    if (d->challenge != NULL) {
+        char *value = h2o_mem_alloc_pool(&req->pool, 512);
+        size_t len = mg_auth_challenge(d, value, 512);
+        add_header(req, H2O_STRLIT("www-authenticate"), value, len < 512 ? len : 511);
+    }
+    if (d->status == 503) /* the keys are being fetched again: a few seconds */
+        add_header(req, H2O_STRLIT("retry-after"), H2O_STRLIT("5"));
+    send_error(r, d->status, d->code, d->reason);
 }
 
 /* A plain request on a bridge route. RFC 9110 15.5.22: a 426 names the protocol to upgrade to,

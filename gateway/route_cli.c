@@ -5,6 +5,7 @@
  * Exit status: 0 routed as shown (or every expectation held), 1 a mismatch (--expect), 2 a usage
  * error or an unusable request, 3 FILE is not a valid configuration.
  */
+#include <curl/curl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,25 @@ static int explain_one(const mg_config_t *conf, const route_args_t *a, const cha
     return 0;
 }
 
+static mg_config_t *retain(void *conf)
+{
+    return mg_config_retain(conf);
+}
+
+/* Keys from JWKS urls, fetched once as the gateway does at start, so that a token is explained as
+ * the gateway would verify it. */
+static void fetch_keys(mg_config_t *conf)
+{
+    for (size_t i = 0; i < conf->auth.num_authenticators; i++) {
+        if (conf->auth.authenticators[i]->jwks_url != NULL) {
+            curl_global_init(CURL_GLOBAL_DEFAULT);
+            mg_auth_fetcher_stop(mg_auth_fetcher_start(retain, conf));
+            curl_global_cleanup();
+            return;
+        }
+    }
+}
+
 int mg_route_main(int argc, char **argv)
 {
     route_args_t a = {0};
@@ -93,6 +113,7 @@ int mg_route_main(int argc, char **argv)
     mg_errors_clear(&errs);
     if (conf == NULL)
         return 3;
+    fetch_keys(conf);
     rc = a.expect != NULL ? mg_route_expect(conf, a.expect, stdout) : explain_one(conf, &a, words[0], words[1]);
     mg_config_free(conf);
     mg_regex_thread_release();

@@ -9,9 +9,10 @@
 #include <strings.h>
 #include "gateway/route_tool.h"
 
-static const char *const test_keys[] = {"name", "request", "headers", "peer", "expect", NULL};
-static const char *const expect_keys[] = {"outcome", "status",  "route",    "error",  "backend",   "method",    "path", "query",
-                                          "host",    "headers", "location", "tenant", "variables", "order_key", NULL};
+static const char *const test_keys[] = {"name", "request", "headers", "peer", "claims", "expect", NULL};
+static const char *const expect_keys[] = {"outcome",   "status",    "route",  "error",         "backend",          "method",
+                                          "path",      "query",     "host",   "headers",       "location",         "tenant",
+                                          "variables", "order_key", "auth",   "authenticator", "www_authenticate", NULL};
 
 typedef struct expect_run {
     const mg_config_t *conf;
@@ -102,6 +103,10 @@ static const json_t *actual_of(const json_t *e, const char *key)
         return json_object_get(json_object_get(e, "request"), "tenant");
     if (strcmp(key, "order_key") == 0)
         return json_object_get(json_object_get(e, "order"), "key");
+    if (strcmp(key, "auth") == 0)
+        return json_object_get(json_object_get(e, "auth"), "outcome");
+    if (strcmp(key, "authenticator") == 0)
+        return json_object_get(json_object_get(e, "auth"), "authenticator");
     if (strcmp(key, "method") == 0 || strcmp(key, "path") == 0 || strcmp(key, "query") == 0 || strcmp(key, "host") == 0)
         return json_object_get(send, key);
     return json_object_get(e, key);
@@ -120,6 +125,32 @@ static void check_expectations(expect_run_t *run, const mg_node_t *expect, const
             expect_map(run, value, key, e, strcmp(key, "headers") == 0);
         else
             expect_scalar(run, value, key, actual_of(e, key));
+    }
+}
+
+/* A YAML value as JSON, for `claims:`: plain scalars that read as JSON (numbers, true, false, null)
+ * are those, everything else a string; mappings and sequences alike. */
+static json_t *node_json(const mg_node_t *node)
+{
+    json_t *j;
+    switch (node->kind) {
+    case MG_NODE_SCALAR:
+        if (node->u.scalar.plain && (j = json_loads(node->u.scalar.str, JSON_DECODE_ANY, NULL)) != NULL && !json_is_object(j) &&
+            !json_is_array(j))
+            return j;
+        if (node->u.scalar.plain)
+            json_decref(j);
+        return json_stringn(node->u.scalar.str, node->u.scalar.len);
+    case MG_NODE_SEQUENCE:
+        j = json_array();
+        for (size_t i = 0; i < node->u.sequence.size; i++)
+            json_array_append_new(j, node_json(node->u.sequence.items[i]));
+        return j;
+    default:
+        j = json_object();
+        for (size_t i = 0; i < node->u.mapping.size; i++)
+            json_object_set_new(j, node->u.mapping.pairs[i].key->u.scalar.str, node_json(node->u.mapping.pairs[i].value));
+        return j;
     }
 }
 
@@ -148,12 +179,13 @@ static size_t header_lines(const mg_node_t *node, char **lines, size_t max)
 static void run_test(expect_run_t *run, const mg_node_t *test, mg_errors_t *errs)
 {
     const mg_node_t *request = mg_node_require(test, "request", errs), *expect = mg_node_require(test, "expect", errs);
-    const mg_node_t *name = mg_node_get(test, "name"), *peer = mg_node_get(test, "peer");
+    const mg_node_t *name = mg_node_get(test, "name"), *peer = mg_node_get(test, "peer"), *claims = mg_node_get(test, "claims");
     char method[64], *lines[64];
     const char *url, *error;
 
     if (mg_node_check_keys(test, test_keys, errs) != 0 || request == NULL || expect == NULL ||
-        mg_node_expect(request, MG_NODE_SCALAR, errs) != 0 || mg_node_check_keys(expect, expect_keys, errs) != 0)
+        mg_node_expect(request, MG_NODE_SCALAR, errs) != 0 || mg_node_check_keys(expect, expect_keys, errs) != 0 ||
+        (claims != NULL && mg_node_expect(claims, MG_NODE_MAPPING, errs) != 0))
         return;
     run->tests++;
     run->mismatched = 0;
@@ -169,9 +201,11 @@ static void run_test(expect_run_t *run, const mg_node_t *test, mg_errors_t *errs
     for (url = space; *url == ' '; url++)
         ;
     size_t n = header_lines(mg_node_get(test, "headers"), lines, 64);
+    json_t *claims_json = claims != NULL ? node_json(claims) : NULL;
     mg_route_query_t q = {method, url, (const char *const *)lines, n,
-                          peer != NULL && peer->kind == MG_NODE_SCALAR ? peer->u.scalar.str : NULL};
+                          peer != NULL && peer->kind == MG_NODE_SCALAR ? peer->u.scalar.str : NULL, claims_json};
     json_t *e = mg_route_explain(run->conf, &q, &error);
+    json_decref(claims_json);
     if (e == NULL)
         mismatch(run, request, "request", "a usable request", error);
     else

@@ -3,6 +3,7 @@
  * tree's walk first, then what the chosen route makes of the request.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "gateway/route_tool.h"
 
@@ -119,7 +120,10 @@ static void print_outcome(const json_t *e, FILE *out)
 {
     const char *outcome = str_of(e, "outcome");
     long long status = json_integer_value(json_object_get(e, "status"));
-    if (json_object_get(e, "error") != NULL)
+    if (json_object_get(e, "www_authenticate") != NULL)
+        fprintf(out, "outcome: %lld %s (%s)\n  WWW-Authenticate: %s\n", status, str_of(e, "error"), str_of(e, "reason"),
+                str_of(e, "www_authenticate"));
+    else if (json_object_get(e, "error") != NULL)
         fprintf(out, "outcome: %lld %s (%s)\n", status, str_of(e, "error"), str_of(e, "reason"));
     else if (strcmp(outcome, "respond") == 0)
         fprintf(out, "outcome: respond %lld, body %s\n", status, str_of(e, "body"));
@@ -138,6 +142,21 @@ static void print_outcome(const json_t *e, FILE *out)
                 str_of(json_object_get(e, "order"), "key"));
 }
 
+/* "auth: verified by corp", the reason of a failure, then the claims as one JSON line. */
+static void print_auth(const json_t *auth, FILE *out)
+{
+    const char *outcome = str_of(auth, "outcome"), *by = str_of(auth, "authenticator");
+    fprintf(out, "auth: %s%s%s%s%s\n", outcome, by[0] != '\0' ? " (" : "", by, by[0] != '\0' ? ")" : "",
+            json_is_true(json_object_get(auth, "given")) ? " (claims given)" : "");
+    if (json_object_get(auth, "reason") != NULL)
+        fprintf(out, "  reason: %s\n", str_of(auth, "reason"));
+    if (json_object_get(auth, "claims") != NULL) {
+        char *claims = json_dumps(json_object_get(auth, "claims"), JSON_COMPACT | JSON_SORT_KEYS);
+        fprintf(out, "  claims: %s\n", claims != NULL ? claims : "?");
+        free(claims);
+    }
+}
+
 void mg_route_print(const json_t *e, FILE *out)
 {
     const json_t *req = json_object_get(e, "request"), *path = json_object_get(e, "route_path");
@@ -149,6 +168,8 @@ void mg_route_print(const json_t *e, FILE *out)
     fprintf(out, "  host '%s', path '%s'%s%s, tenant %s%s%s%s\n", str_of(req, "host"), str_of(req, "path"),
             query[0] != '\0' ? ", query " : "", query, tenant[0] != '\0' ? "'" : "(none)", tenant, tenant[0] != '\0' ? "'" : "",
             json_is_true(json_object_get(req, "websocket")) ? ", WebSocket upgrade" : "");
+    if (json_object_get(e, "auth") != NULL)
+        print_auth(json_object_get(e, "auth"), out);
     print_tried(e, out);
     if (path != NULL) {
         fputs("route: ", out);

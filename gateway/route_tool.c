@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <h2o.h>
 #include "gateway/route_tool.h"
 #include "gateway/headers.h"
@@ -433,8 +434,9 @@ static void chosen_json(const mg_config_t *conf, const mg_route_t *leaf, mg_ctx_
     json_object_set_new(out, "route_path", route_path_json(leaf));
     json_object_set_new(out, "at", position_json(leaf->file, leaf->line, leaf->column));
     json_object_set_new(out, "variables", variables_json(ctx));
-    if (quotas_json(conf, leaf, ctx, out) != 0)
+    if (mg__route_explain_verdict(conf, leaf, head, ctx, out) != 0 || quotas_json(conf, leaf, ctx, out) != 0)
         return;
+    mg_auth_edit_request(&conf->auth, head->auth, ctx); /* what the backend gets of the credential */
     if (mg_route_apply(leaf, ctx, &res) != 0) {
         set_refused(out, 400, "bad-request", res.error);
         return;
@@ -460,16 +462,31 @@ json_t *mg_route_explain(const mg_config_t *conf, const mg_route_query_t *q, con
     prepared_t pr = {0};
     mg_ctx_t ctx = {0};
     mg_refusal_t why;
+    mg_auth_result_t auth = {0};
+    mg_identity_t *given = NULL;
     json_t *out = NULL;
 
     h2o_mem_init_pool(&pr.pool);
     if ((*error = prepare_head(&pr, q, &trace)) != NULL)
         goto Exit;
+    if (q->claims != NULL && (given = mg_identity_new(q->claims, mg_str("", 0))) == NULL) {
+        *error = "the claims are not a JSON object the gateway can hold";
+        goto Exit;
+    }
+    pr.head.auth = &auth;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    pr.head.now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    pr.head.claims_given = given;
     mg_alloc_t alloc = {pool_alloc, &pr.pool};
     out = json_object();
     int prepared = mg_request_prepare(conf, &pr.head, &alloc, &ctx, &why);
     json_object_set_new(out, "request", request_json(q, &pr.head, &ctx));
-    if (prepared != 0)
+    mg__route_explain_auth(conf, &pr.head, &ctx, out);
+    if (prepared != 0 && why.status == 401 && (auth.outcome == MG_AUTH_FAILED || auth.outcome == MG_AUTH_UNAVAILABLE))
+        set_refused(out, auth.outcome == MG_AUTH_FAILED ? 401 : 503, auth.outcome == MG_AUTH_FAILED ? "unauthenticated" : "auth-unavailable",
+                    mg_auth_reason_text(auth.reason)); /* the handler's refuse_failed_credential */
+    else if (prepared != 0)
         set_refused(out, why.status, why.code, why.reason);
     else
         route_json(conf, &ctx, &pr.head, out);
@@ -479,6 +496,8 @@ json_t *mg_route_explain(const mg_config_t *conf, const mg_route_query_t *q, con
 Exit:
     json_decref(ex.tried);
     json_decref(ex.pending);
+    mg_identity_release(auth.identity);
+    mg_identity_release(given);
     h2o_mem_clear_pool(&pr.pool);
     return out;
 }

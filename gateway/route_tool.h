@@ -17,6 +17,7 @@ typedef struct mg_route_query {
     const char *const *headers;
     size_t num_headers;
     const char *peer; /* the client address routes and templates see; NULL: 127.0.0.1 */
+    const json_t *claims; /* a JSON object standing for a verified credential's claims (--expect `claims:`); NULL: none */
 } mg_route_query_t;
 
 /*
@@ -37,6 +38,16 @@ void mg_route_print(const json_t *explained, FILE *out);
  * Returns the exit status: 0 all hold, 1 a mismatch (or an unusable request), 2 TESTS unreadable.
  */
 int mg_route_expect(const mg_config_t *conf, const char *tests, FILE *out);
+
+/* The credential's part of an explanation (route_auth.c): "auth" (authenticator, outcome, reason,
+ * claims) into `out`, after mg_request_prepare. */
+void mg__route_explain_auth(const mg_config_t *conf, const mg_request_head_t *head, const mg_ctx_t *ctx, json_t *out);
+/* The chosen route's verdict on the credential (mg_auth_decide): 0 when the request goes on, -1
+ * after writing the refusal (status, error, reason, www_authenticate) into `out`. */
+int mg__route_explain_verdict(const mg_config_t *conf, const mg_route_t *leaf, const mg_request_head_t *head, mg_ctx_t *ctx,
+                              json_t *out);
+/* Flattened claims as a JSON object (a name given several times: an array of its values). */
+json_t *mg__route_claims_json(const mg_claims_t *claims);
 
 /* The command line of `matchgate route` (after the word "route"); returns the exit status. */
 int mg_route_main(int argc, char **argv);

@@ -79,6 +79,10 @@ static void worker_init(mg_worker_t *w)
         fprintf(stderr, "matchgate: worker %u: out of memory for its backend clients\n", w->id);
         abort();
     }
+    if ((w->auth_cache = mg_auth_cache_new(w->gw->conf->limits.auth_cache_entries)) == NULL) {
+        fprintf(stderr, "matchgate: worker %u: out of memory for its verified tokens\n", w->id);
+        abort();
+    }
     mg_timer_init(&w->evict_timer, &w->timers, on_evict_timer);
     if (w->id == 0)
         mg_timer_set(&w->evict_timer, EVICT_INTERVAL_MS);
@@ -174,6 +178,7 @@ static void *worker_main(void *arg)
     mg_dispatch_worker_dispose(w);
     mg_store_worker_dispose(w);
     mg_worker_conf_dispose(w);
+    mg_auth_cache_free(w->auth_cache);
     worker_park(w->gw);
     return NULL;
 }
@@ -360,6 +365,9 @@ int mg_gateway_run(mg_config_t *conf)
     mg_signals_block();
     if (gateway_init(gw, conf) != 0)
         return 1;
+    /* the first keys of every JWKS url before the first request (each fetch bounded by its timeout) */
+    if ((gw->fetcher = mg_auth_fetcher_start(acquire_conf, gw)) == NULL)
+        fprintf(stderr, "matchgate: cannot start the JWKS fetcher's thread: keys from urls are not fetched\n");
     for (unsigned i = 0; i < conf->workers; i++) {
         prepare_worker(gw, &gw->workers[i], i);
         pthread_create(&gw->workers[i].thread, NULL, worker_main, &gw->workers[i]);
@@ -385,6 +393,7 @@ int mg_gateway_run(mg_config_t *conf)
         _exit(0);
     }
     mg_prober_stop(gw->prober);
+    mg_auth_fetcher_stop(gw->fetcher);
     mg_admin_stop(gw);
     fprintf(stderr, "matchgate: stopped\n");
     return 0;

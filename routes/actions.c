@@ -51,8 +51,7 @@ static void mg_action_push(mg_actions_builder_t *b, mg_action_kind_t kind, mg_st
     (*b->list)[(*b->size)++] = (mg_action_t){kind, name, value};
 }
 
-/* Why the gateway refuses to let actions touch header `name`, or NULL when it does not. */
-static const char *mg_header_refusal(const char *name)
+const char *mg_header_refusal(const char *name)
 {
     static const char *const owned[] = {"content-length", "x-forwarded-proto", "x-forwarded-host", "x-request-id", "expect", NULL};
     static const char *const hop[] = {"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", NULL};

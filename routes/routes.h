@@ -303,6 +303,10 @@ int mg_route_requires(const mg_route_t *leaf, mg_ctx_t *ctx, const mg_matcher_t 
 /* 1 when `leaf` or an ancestor has `require:`. */
 int mg_route_has_requires(const mg_route_t *leaf);
 
+/* Why the gateway refuses to let a route (or forward_claims) set request header `name` (framing,
+ * hop-by-hop, the ones it writes itself), or NULL when it does not. */
+const char *mg_header_refusal(const char *name);
+
 /* 1 when the request's priority header value asks for high priority ("high", any case). */
 int mg_order_is_high(mg_str_t value);
 

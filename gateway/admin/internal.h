@@ -34,6 +34,8 @@ void mg_admin_tenants(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_routes(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 /* The per-route series of GET /metrics (route_metrics.c). */
 void mg_admin_route_metrics(FILE *out, const mg_config_t *conf);
+/* The authenticators' outcomes and JWKS keys (auth_metrics.c). */
+void mg_admin_auth_metrics(FILE *out, const mg_config_t *conf);
 /* GET /backends (backends.c): the backends in use, their scheduler figures, their servers with health. */
 void mg_admin_backends(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 /* GET / (dashboard.c): the dashboard page, served without the token (it holds no data). */

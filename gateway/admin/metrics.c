@@ -226,6 +226,7 @@ void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
     put_backend_metrics(out, conf);
     mg_admin_route_metrics(out, conf);
     mg_admin_put_server_metrics(out, conf);
+    mg_admin_auth_metrics(out, conf);
     fclose(out);
     mg_admin_send(req, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
     free(text);

@@ -18,7 +18,7 @@
 #define MG_MAX_WORKERS 256
 
 static const char *const top_keys[] = {"listen", "workers", "shutdown_timeout", "access_log", "limits", "backends", "tenants",
-                                       "routes", "admin",   "websocket",        "reload",     NULL};
+                                       "routes", "admin",   "websocket",        "reload",     "auth",   NULL};
 
 /* ---------------------------------------------------------------------------------------
  * Small helpers
@@ -198,6 +198,7 @@ static void parse_limits(mg_config_loader_t *cl, const mg_node_t *root)
                                        "max_connections_per_client",
                                        "client_header_timeout",
                                        "max_buffered_request_bytes",
+                                       "auth_cache_entries",
                                        NULL};
     const mg_node_t *limits = mg_node_get(root, "limits");
     mg_limits_conf_t *l = &cl->conf->limits;
@@ -213,14 +214,16 @@ static void parse_limits(mg_config_loader_t *cl, const mg_node_t *root)
     mg__config_read_uint(cl, limits, "max_requests_per_connection_per_second", 0, 10000000,
                          &l->max_requests_per_connection_per_second);
     parse_escaped_slashes(cl, limits, l);
+    mg__config_read_uint(cl, limits, "auth_cache_entries", 0, 10000000, &l->auth_cache_entries);
     mg__config_parse_connection_limits(cl, limits); /* limits.c */
 }
 
 /* websocket: our extension (the contract names no keys for it); see docs/websocket.md. */
 static void parse_websocket(mg_config_loader_t *cl, const mg_node_t *root)
 {
-    static const char *const keys[] = {"idle_timeout",     "ping_interval",       "close_timeout",
-                                       "max_message_size", "max_queued_messages", NULL};
+    static const char *const keys[] = {"idle_timeout",        "ping_interval",   "close_timeout", "max_message_size",
+                                       "max_queued_messages", "on_token_expiry", NULL};
+    const mg_node_t *expiry;
     const mg_node_t *ws = mg_node_get(root, "websocket");
     mg_websocket_conf_t *c = &cl->conf->websocket;
 
@@ -232,6 +235,12 @@ static void parse_websocket(mg_config_loader_t *cl, const mg_node_t *root)
     mg__config_read_duration(cl, ws, "close_timeout", 1, &c->close_timeout_ms);
     read_size(cl, ws, "max_message_size", &c->max_message_size);
     mg__config_read_uint(cl, ws, "max_queued_messages", 1, 1000000, &c->max_queued_messages);
+    const char *s;
+    if ((expiry = mg_node_get(ws, "on_token_expiry")) != NULL && mg_node_to_str(expiry, &s, cl->errs) == 0) {
+        if (strcmp(s, "close") != 0 && strcmp(s, "keep") != 0)
+            mg_errors_add(cl->errs, expiry, "on_token_expiry is close or keep, not '%s'", s);
+        c->keep_expired_sessions = strcmp(s, "keep") == 0;
+    }
 }
 
 static void parse_globals(mg_config_loader_t *cl, const mg_node_t *root)
@@ -268,6 +277,8 @@ static void parse_routes(mg_config_loader_t *cl, const mg_node_t *root)
     cl->conf->routes = mg_routes_compile(seq, resolve_backend, cl->conf, cl->errs);
     if (cl->conf->routes == NULL && cl->errs->num_errors == before)
         mg_errors_add(cl->errs, seq, "invalid routes");
+    if (cl->conf->routes != NULL)
+        mg__config_resolve_route_auth(cl, seq);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -314,6 +325,7 @@ static void config_read(mg_config_loader_t *cl, const mg_node_t *root)
     mg__config_parse_listen(cl, root);
     parse_globals(cl, root);
     mg__config_parse_backends(cl, root);
+    mg__config_parse_auth(cl, root); /* before tenants (claim rules) and routes (auth names) */
     mg__config_parse_tenants(cl, root);
     parse_routes(cl, root);
     mg__config_parse_admin(cl, root);
@@ -459,6 +471,7 @@ void mg_config_free(mg_config_t *conf)
     if (conf->routes != NULL)
         mg_routes_free(conf->routes);
     mg__config_admin_free(&conf->admin);
+    mg_auth_conf_free(&conf->auth);
     free(conf->route_hits.counts);
     free(conf->route_hits.stats);
     if (conf->access_log_fd >= 0 && conf->access_log_fd != STDOUT_FILENO)

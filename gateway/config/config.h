@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <sys/socket.h>
 #include "routes/routes.h"
+#include "gateway/auth/auth.h"
 
 /* ---------------------------------------------------------------------------------------
  * Configuration (config.c, and a file per section: listen.c, backends.c, tenants.c, admin.c,
@@ -156,6 +157,7 @@ typedef struct mg_limits_conf {
     unsigned max_connections_per_client;             /* per client address; 0: no cap */
     uint64_t client_header_timeout_ms;               /* a whole request head must arrive within this */
     uint64_t max_buffered_request_bytes;             /* request bodies held at once, whole process; 0: no bound */
+    unsigned auth_cache_entries;                     /* verified tokens kept per worker (gateway/auth/cache.c) */
 } mg_limits_conf_t;
 
 /* websocket: the sessions' timers and bounds (tunnel and bridge alike). */
@@ -165,20 +167,29 @@ typedef struct mg_websocket_conf {
     uint64_t close_timeout_ms;    /* a close handshake the peers do not finish: the connections are dropped */
     uint64_t max_message_size;    /* bytes of one client message (all its fragments); beyond: close 1009 */
     unsigned max_queued_messages; /* downstream messages waiting for a slow client; beyond: close 1008 */
+    int keep_expired_sessions;    /* on_token_expiry: keep (else close: 1008 when the session's token expires) */
 } mg_websocket_conf_t;
 
 /* tenants.identify: where a request's tenant comes from (tenants.c, identify.c). */
 typedef enum mg_identify_kind {
     MG_IDENTIFY_HEADER,
-    MG_IDENTIFY_HOST, /* regex on the host (lower case, no port) */
-    MG_IDENTIFY_PATH, /* regex on the normalized path */
+    MG_IDENTIFY_HOST,    /* regex on the host (lower case, no port) */
+    MG_IDENTIFY_PATH,    /* regex on the normalized path */
+    MG_IDENTIFY_CLAIM,   /* a claim of the verified credential (a dotted name) */
+    MG_IDENTIFY_API_KEY, /* the tenant of the verified API key */
 } mg_identify_kind_t;
 
 typedef struct mg_identify_rule {
     mg_identify_kind_t kind;
-    char *header;      /* MG_IDENTIFY_HEADER: the name, lower case */
+    char *header;      /* MG_IDENTIFY_HEADER: the name, lower case; MG_IDENTIFY_CLAIM: the claim's name */
     mg_regex_t *regex; /* host, path: has a group named `tenant` */
 } mg_identify_rule_t;
+
+/* tenants.trusted_proxies: one CIDR block (IPv4 addresses are kept as IPv4-mapped IPv6). */
+typedef struct mg_cidr {
+    uint8_t addr[16];
+    unsigned prefix; /* bits, of the 128 */
+} mg_cidr_t;
 
 typedef struct mg_tenant_quota {
     char *tenant;
@@ -217,6 +228,8 @@ typedef struct mg_tenants_conf {
     size_t num_quotas;
     uint64_t max_keys; /* keys the throttle may hold; beyond, new keys not bounded by the config are refused */
     mg_tenants_store_t store;
+    mg_cidr_t *trusted_proxies; /* NULL: a header rule is believed from any client */
+    size_t num_trusted_proxies;
 } mg_tenants_conf_t;
 
 /* admin: the admin API listener (gateway/admin/). */
@@ -290,6 +303,7 @@ typedef struct mg_config {
     mg_routes_t *routes;
     mg_admin_conf_t admin;
     mg_reload_conf_t reload;
+    mg_auth_conf_t auth;
     mg_route_hits_t route_hits;
     uint64_t generation; /* 1 for the configuration loaded at start, +1 per successful reload */
     atomic_uint refs;    /* 1 when loaded */
@@ -399,6 +413,10 @@ const mg_quota_t *mg_tenants_quota(const mg_tenants_conf_t *tc, mg_str_t tenant)
  * the request gets a 400. Leaves no variables bound.
  */
 int mg_tenants_identify(const mg_tenants_conf_t *tc, mg_ctx_t *ctx);
+/* The same for a request whose verified credential is `who` (NULL: none; its claims are in
+ * ctx->claims): {claim: NAME} takes a claim, {api_key: tenant} an API key's tenant, and a header
+ * rule is believed only from tenants.trusted_proxies when there are any. */
+int mg_tenants_identify_as(const mg_tenants_conf_t *tc, mg_ctx_t *ctx, const mg_identity_t *who);
 
 /* ---------------------------------------------------------------------------------------
  * A request made ready for the route tree (request.c): the steps between a request's head and
@@ -417,6 +435,17 @@ typedef struct mg_request_head {
     int websocket;           /* a WebSocket upgrade */
     int host_required;       /* HTTP/1.1: a request without Host is refused */
     const mg_trace_t *trace; /* copied to ctx->trace (NULL but in the route tester) */
+    /* The credential (auth:): verified through this worker's cache (NULL: verified anew) at now_ms
+     * (CLOCK_REALTIME), counted on shard `worker`; the result goes to *auth, which must not be NULL
+     * when the configuration has authenticators. A verified one's claims become ctx->claims
+     * (borrowed from auth->identity). */
+    mg_auth_cache_t *auth_cache;
+    int64_t now_ms;
+    unsigned worker;
+    mg_auth_result_t *auth;
+    /* The route tester's claims given directly (--expect `claims:`), as if a credential verified
+     * them; NULL otherwise. */
+    const mg_identity_t *claims_given;
 } mg_request_head_t;
 
 /* Why a request is answered by the gateway before routing: status, X-Matchgate-Error code, reason.
@@ -432,7 +461,7 @@ typedef struct mg_refusal {
 mg_str_t mg_request_host(mg_str_t authority, const mg_alloc_t *alloc);
 /*
  * Fills the routing context from the head: the path normalized (limits.escaped_slashes), the host,
- * the tenant (tenants.identify, tenants.unidentified). 0 when the request may be routed; -1 with
+ * the credential verified (head->auth), the tenant (tenants.identify, tenants.unidentified). 0 when the request may be routed; -1 with
  * *why when the gateway answers it itself (400 bad path, missing Host or invalid tenant name, 401
  * unidentified). Allocates from `alloc` only.
  */

@@ -2,6 +2,7 @@
  * Tenants at request time: which tenant a request belongs to (tenants.identify) and its
  * quota. Pure functions of the routing context, so they are unit-tested without h2o.
  */
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/config/config.h"
@@ -45,14 +46,52 @@ static int regex_value(const mg_identify_rule_t *rule, mg_ctx_t *ctx, mg_str_t *
     return matched == MG_MATCH_ERROR ? MG_MATCH_ERROR : 0;
 }
 
-static int rule_value(const mg_identify_rule_t *rule, mg_ctx_t *ctx, mg_str_t *value)
+/* 1 when the peer (ctx->peer, as the gateway writes it) is inside one of the blocks. */
+static int peer_trusted(const mg_tenants_conf_t *tc, const mg_ctx_t *ctx)
 {
-    if (rule->kind == MG_IDENTIFY_HEADER) {
-        const mg_str_t *v = mg_ctx_get_header(ctx, mg_str(rule->header, strlen(rule->header)));
-        *value = v != NULL ? *v : mg_str(NULL, 0);
+    uint8_t addr[16] = {0};
+    char text[64];
+    struct in_addr v4;
+    if (ctx->peer.len == 0 || ctx->peer.len >= sizeof(text))
+        return 0;
+    memcpy(text, ctx->peer.base, ctx->peer.len);
+    text[ctx->peer.len] = '\0';
+    if (inet_pton(AF_INET, text, &v4) == 1) {
+        addr[10] = addr[11] = 0xff;
+        memcpy(&addr[12], &v4, 4);
+    } else if (inet_pton(AF_INET6, text, addr) != 1) {
         return 0;
     }
-    return regex_value(rule, ctx, value);
+    for (size_t i = 0; i < tc->num_trusted_proxies; i++) {
+        const mg_cidr_t *c = &tc->trusted_proxies[i];
+        unsigned whole = c->prefix / 8, rest = c->prefix % 8;
+        if (memcmp(addr, c->addr, whole) == 0 && (rest == 0 || ((addr[whole] ^ c->addr[whole]) & (0xff00u >> rest) & 0xff) == 0))
+            return 1;
+    }
+    return 0;
+}
+
+static int rule_value(const mg_tenants_conf_t *tc, const mg_identify_rule_t *rule, mg_ctx_t *ctx, const mg_identity_t *who,
+                      mg_str_t *value)
+{
+    const mg_str_t *v = NULL;
+    switch (rule->kind) {
+    case MG_IDENTIFY_HEADER:
+        /* with trusted_proxies, only a listed peer's header is believed */
+        if (tc->num_trusted_proxies == 0 || peer_trusted(tc, ctx))
+            v = mg_ctx_get_header(ctx, mg_str(rule->header, strlen(rule->header)));
+        break;
+    case MG_IDENTIFY_CLAIM:
+        v = mg_claims_value(ctx->claims, mg_str(rule->header, strlen(rule->header)));
+        break;
+    case MG_IDENTIFY_API_KEY:
+        v = who != NULL && who->tenant.len != 0 ? &who->tenant : NULL;
+        break;
+    default:
+        return regex_value(rule, ctx, value);
+    }
+    *value = v != NULL ? *v : mg_str(NULL, 0);
+    return 0;
 }
 
 /*
@@ -75,10 +114,15 @@ static int valid_name(mg_str_t v)
 
 int mg_tenants_identify(const mg_tenants_conf_t *tc, mg_ctx_t *ctx)
 {
+    return mg_tenants_identify_as(tc, ctx, NULL);
+}
+
+int mg_tenants_identify_as(const mg_tenants_conf_t *tc, mg_ctx_t *ctx, const mg_identity_t *who)
+{
     for (size_t i = 0; i < tc->num_identify; i++) {
         mg_str_t v;
         /* a rule that cannot decide might have named the tenant: later rules cannot stand in */
-        if (rule_value(&tc->identify[i], ctx, &v) != 0)
+        if (rule_value(tc, &tc->identify[i], ctx, who, &v) != 0)
             return -1;
         if (v.len == 0)
             continue;

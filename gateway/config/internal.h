@@ -52,6 +52,26 @@ void mg__config_backend_tls_free(mg_backend_tls_conf_t *tls);
 void mg__config_parse_backend_health(mg_config_loader_t *cl, mg_backend_conf_t *backend, const mg_node_t *map);
 /* Frees what a backend owns (not the backend itself). */
 void mg__config_backend_free(mg_backend_conf_t *backend);
+/* Reads the optional `auth:` section into cl->conf->auth (auth.c). */
+void mg__config_parse_auth(mg_config_loader_t *cl, const mg_node_t *root);
+/* Checks the authenticators the routes name (`auth: NAME | [NAMES]`) and sets their `accept`
+ * bits; warns when claims are tested or used without any authenticator (auth_routes.c). `seq`:
+ * the routes' node, for positions. */
+void mg__config_resolve_route_auth(mg_config_loader_t *cl, const mg_node_t *seq);
+/* After a reload: the JWKS urls the new configuration keeps start from the keys `running` holds
+ * (auth_routes.c). */
+void mg__config_auth_inherit(mg_config_t *conf, const mg_config_t *running);
+
+/* --check --print of the auth parts (print_auth.c): the top-level `auth:`, tenants.trusted_proxies,
+ * and a route's `auth:` and `require:` (at `indent`). */
+void mg__config_print_auth(const mg_auth_conf_t *ac, FILE *out);
+void mg__config_print_trusted_proxies(const mg_tenants_conf_t *tc, FILE *out);
+void mg__config_print_route_auth(const mg_route_t *r, const char *indent, FILE *out);
+/* A string as a YAML double-quoted scalar (JSON's escapes are YAML's), and a condition's
+ * description, as --print writes them (print.c). */
+void mg__config_print_str(FILE *out, const char *s, size_t len);
+void mg__config_print_condition(FILE *out, const mg_matcher_t *m);
+
 /* Reads the optional `admin:` section into cl->conf, after `listen:` (admin.c). */
 void mg__config_parse_admin(mg_config_loader_t *cl, const mg_node_t *root);
 void mg__config_admin_free(mg_admin_conf_t *admin);

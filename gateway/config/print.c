@@ -8,10 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/config/config.h"
+#include "gateway/config/internal.h"
 
-/* A string as a YAML double-quoted scalar (JSON's escapes are YAML's). */
-static void put_str(FILE *out, const char *s, size_t len)
+void mg__config_print_str(FILE *out, const char *s, size_t len)
 {
     fputc('"', out);
     for (size_t i = 0; i < len; i++) {
@@ -28,7 +27,7 @@ static void put_str(FILE *out, const char *s, size_t len)
 
 static void put_cstr(FILE *out, const char *s)
 {
-    put_str(out, s, strlen(s));
+    mg__config_print_str(out, s, strlen(s));
 }
 
 static void put_ms(FILE *out, const char *indent, const char *key, uint64_t ms)
@@ -89,18 +88,20 @@ static void put_globals(FILE *out, const mg_config_t *conf)
     put_u64(out, "  ", "max_connections_per_client", l->max_connections_per_client);
     put_ms(out, "  ", "client_header_timeout", l->client_header_timeout_ms);
     put_u64(out, "  ", "max_buffered_request_bytes", l->max_buffered_request_bytes);
+    put_u64(out, "  ", "auth_cache_entries", l->auth_cache_entries != 0 ? l->auth_cache_entries : MG_AUTH_DEFAULT_CACHE_ENTRIES);
     fputs("websocket:\n", out);
     put_ms(out, "  ", "idle_timeout", w->idle_timeout_ms);
     put_ms(out, "  ", "ping_interval", w->ping_interval_ms);
     put_ms(out, "  ", "close_timeout", w->close_timeout_ms);
     put_u64(out, "  ", "max_message_size", w->max_message_size);
     put_u64(out, "  ", "max_queued_messages", w->max_queued_messages);
+    fprintf(out, "  on_token_expiry: %s\n", w->keep_expired_sessions ? "keep" : "close");
 }
 
 static void put_template(FILE *out, const mg_template_t *t)
 {
     mg_str_t s = mg_template_source(t);
-    put_str(out, s.base, s.len);
+    mg__config_print_str(out, s.base, s.len);
 }
 
 /* protocol, tls and the builtin client's keys of a backend. */
@@ -194,7 +195,7 @@ static void put_backend(FILE *out, const mg_backend_conf_t *b)
 
 static void put_tenants(FILE *out, const mg_tenants_conf_t *tc)
 {
-    static const char *const kinds[] = {"header", "host", "path"};
+    static const char *const kinds[] = {"header", "host", "path", "claim", "api_key"};
     if (tc->num_identify == 0) { /* no section: no request has a tenant (the section needs a rule) */
         fprintf(out, "# tenants: none (max_keys %" PRIu64 ")\n", tc->max_keys);
         return;
@@ -203,10 +204,12 @@ static void put_tenants(FILE *out, const mg_tenants_conf_t *tc)
     for (size_t i = 0; i < tc->num_identify; i++) {
         const mg_identify_rule_t *r = &tc->identify[i];
         fprintf(out, "    - %s: ", kinds[r->kind]);
-        if (r->kind == MG_IDENTIFY_HEADER)
+        if (r->kind == MG_IDENTIFY_HEADER || r->kind == MG_IDENTIFY_CLAIM)
             put_cstr(out, r->header);
+        else if (r->kind == MG_IDENTIFY_API_KEY)
+            fputs("tenant", out);
         else
-            put_str(out, mg_regex_pattern(r->regex).base, mg_regex_pattern(r->regex).len);
+            mg__config_print_str(out, mg_regex_pattern(r->regex).base, mg_regex_pattern(r->regex).len);
         fputc('\n', out);
     }
     fprintf(out, "  unidentified: %s\n", tc->reject_unidentified ? "reject" : "allow");
@@ -224,6 +227,7 @@ static void put_tenants(FILE *out, const mg_tenants_conf_t *tc)
         fputc('\n', out);
     }
     put_u64(out, "  ", "max_keys", tc->max_keys);
+    mg__config_print_trusted_proxies(tc, out);
     if (tc->store.store != NULL) {
         static const char *const policies[] = {"local", "allow", "reject"};
         /* a comment, not the key: the password is a secret (never printed, like the admin token),
@@ -233,7 +237,7 @@ static void put_tenants(FILE *out, const mg_tenants_conf_t *tc)
     }
 }
 
-static void put_condition(FILE *out, const mg_matcher_t *m)
+void mg__config_print_condition(FILE *out, const mg_matcher_t *m)
 {
     char probe[1];
     size_t len = mg_matcher_describe(m, probe, sizeof(probe));
@@ -256,12 +260,12 @@ static void put_actions(FILE *out, const mg_route_t *r, const char *indent)
         fprintf(out, "%s  - %s: ", indent, names[a->kind]);
         if (a->kind == MG_ACTION_SET_HEADER || a->kind == MG_ACTION_ADD_HEADER) {
             fputc('{', out);
-            put_str(out, a->name.base, a->name.len);
+            mg__config_print_str(out, a->name.base, a->name.len);
             fputs(": ", out);
             put_template(out, a->value);
             fputc('}', out);
         } else if (a->kind == MG_ACTION_REMOVE_HEADER || a->kind == MG_ACTION_SET_METHOD) {
-            put_str(out, a->name.base, a->name.len);
+            mg__config_print_str(out, a->name.base, a->name.len);
         } else {
             put_template(out, a->value);
         }
@@ -283,12 +287,12 @@ static void put_terminal(FILE *out, const mg_route_t *r, const char *indent)
         break;
     case MG_ROUTE_RESPOND:
         fprintf(out, "%srespond: {status: %d, body: ", indent, r->respond.status);
-        put_str(out, r->respond.body != NULL ? r->respond.body : "", r->respond.body_len);
+        mg__config_print_str(out, r->respond.body != NULL ? r->respond.body : "", r->respond.body_len);
         for (size_t i = 0; i < r->respond.num_headers; i++) {
             fputs(i == 0 ? ", headers: {" : ", ", out);
-            put_str(out, r->respond.headers[i].name.base, r->respond.headers[i].name.len);
+            mg__config_print_str(out, r->respond.headers[i].name.base, r->respond.headers[i].name.len);
             fputs(": ", out);
-            put_str(out, r->respond.headers[i].value.base, r->respond.headers[i].value.len);
+            mg__config_print_str(out, r->respond.headers[i].value.base, r->respond.headers[i].value.len);
         }
         fputs(r->respond.num_headers != 0 ? "}}\n" : "}\n", out);
         break;
@@ -318,9 +322,10 @@ static void put_route(FILE *out, const mg_route_t *r, int depth)
     fputc('\n', out);
     if (r->match != NULL) {
         fprintf(out, "%smatch: ", indent);
-        put_condition(out, r->match);
+        mg__config_print_condition(out, r->match);
         fputc('\n', out);
     }
+    mg__config_print_route_auth(r, indent, out);
     put_actions(out, r, indent);
     if (r->quota.limit.requests != 0) {
         fprintf(out, "%squota: {requests: %" PRIu32 ", per: %" PRIu64 "ms", indent, r->quota.limit.requests,
@@ -358,6 +363,7 @@ void mg_config_print(const mg_config_t *conf, FILE *out)
     fputs(conf->num_backends != 0 ? "backends:\n" : "backends: {}\n", out);
     for (size_t i = 0; i < conf->num_backends; i++)
         put_backend(out, &conf->backends[i]);
+    mg__config_print_auth(&conf->auth, out);
     put_tenants(out, &conf->tenants);
     if (conf->admin.address != NULL) {
         fputs("admin:\n  address: ", out);

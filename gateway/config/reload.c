@@ -120,6 +120,7 @@ static int keep_start_settings(mg_config_t *conf, const mg_config_t *running, co
     KEEP_NUMBER(conf, running, limits.client_idle_timeout_ms, root, "limits", "client_idle_timeout", errs);
     KEEP_NUMBER(conf, running, limits.tls_handshake_timeout_ms, root, "limits", "tls_handshake_timeout", errs);
     KEEP_NUMBER(conf, running, limits.max_http2_streams, root, "limits", "max_http2_streams", errs);
+    KEEP_NUMBER(conf, running, limits.auth_cache_entries, root, "limits", "auth_cache_entries", errs);
     failed |= keep_admin_address(conf, running, root, errs);
     if (failed)
         mg_errors_add(errs, NULL, "%s: out of memory", conf->file);
@@ -138,8 +139,10 @@ static mg_config_t *reload_doc(const mg_config_t *running, mg_doc_t *doc, mg_err
         mg_config_free(conf);
         conf = NULL;
     }
-    if (conf != NULL)
+    if (conf != NULL) {
         conf->generation = running->generation + 1;
+        mg__config_auth_inherit(conf, running);
+    }
     mg_doc_free(doc);
     return conf;
 }

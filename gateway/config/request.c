@@ -33,10 +33,25 @@ static int refuse(mg_refusal_t *why, int status, const char *code, const char *r
     return -1;
 }
 
-/* The tenant rules: 0 to go on (the tenant in ctx->tenant, maybe empty), or -1 with *why. */
-static int identify(const mg_config_t *conf, mg_ctx_t *ctx, mg_refusal_t *why)
+/* The credential, verified before the tenant is identified (a tenant may come from a claim): its
+ * claims become the context's. The route decides later what a failure means (mg_auth_decide). */
+static const mg_identity_t *authenticate(const mg_config_t *conf, const mg_request_head_t *head, mg_ctx_t *ctx)
 {
-    int identified = mg_tenants_identify(&conf->tenants, ctx);
+    const mg_identity_t *who = head->claims_given;
+    if (who == NULL && head->auth != NULL) {
+        *head->auth = (mg_auth_result_t){.outcome = MG_AUTH_ANONYMOUS};
+        if (conf->auth.num_authenticators != 0)
+            mg_auth_authenticate(&conf->auth, head->auth_cache, conf->generation, ctx, head->now_ms, head->worker, head->auth);
+        who = head->auth->identity;
+    }
+    ctx->claims = who != NULL ? &who->claims : NULL;
+    return who;
+}
+
+/* The tenant rules: 0 to go on (the tenant in ctx->tenant, maybe empty), or -1 with *why. */
+static int identify(const mg_config_t *conf, mg_ctx_t *ctx, const mg_identity_t *who, mg_refusal_t *why)
+{
+    int identified = mg_tenants_identify_as(&conf->tenants, ctx, who);
     if (identified < 0 && ctx->error.reason != NULL) {
         refuse(why, 400, "bad-request", "a regex of tenants.identify could not decide");
         why->undecided = 1;
@@ -74,5 +89,5 @@ int mg_request_prepare(const mg_config_t *conf, const mg_request_head_t *head, c
     ctx->host = mg_request_host(head->authority, alloc);
     if (ctx->host.len == 0 && head->host_required)
         return refuse(why, 400, "bad-request", "HTTP/1.1 request without Host");
-    return identify(conf, ctx, why);
+    return identify(conf, ctx, authenticate(conf, head, ctx), why);
 }

@@ -140,6 +140,7 @@ static void bridge_free(bridge_t *b)
         mg_ws_session_unregister(&b->session);
     mg_ws_out_dispose(&b->out);
     free(b->header_arena);
+    mg_ws_expiry_stop(&b->expiry);
     mg_worker_conf_drop(b->w, b->conf);
     free(b->arena);
     h2o_buffer_dispose(&b->msg);
@@ -258,6 +259,13 @@ static void on_timer(mg_timer_t *timer)
     mg__bridge_after_event(b);
 }
 
+static void on_token_expired(mg_timer_t *timer)
+{
+    bridge_t *b = H2O_STRUCT_FROM_MEMBER(bridge_t, expiry.timer, timer);
+    mg__bridge_start_close(b, MG_WS_CLOSE_POLICY, "token expired");
+    mg__bridge_after_event(b);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Session operations (admin API, shutdown)
  */
@@ -334,6 +342,7 @@ static int copy_ctx(bridge_t *b, const mg_ctx_t *src)
     b->ctx.query = put(&at, src->query);
     b->ctx.peer = put(&at, src->peer);
     b->ctx.tenant = put(&at, src->tenant);
+    b->ctx.claims = b->expiry.identity != NULL ? &b->expiry.identity->claims : NULL; /* the request's reference ends with it */
     for (size_t i = 0; i < src->num_headers; i++)
         headers[i] = (mg_header_t){put(&at, src->headers[i].name), put(&at, src->headers[i].value)};
     b->ctx.headers = headers;
@@ -413,6 +422,7 @@ static void on_upgraded(void *arg, h2o_socket_t *sock, size_t reqsize)
     b->state = MG_BRIDGE_OPEN;
     b->last_rx = h2o_now(b->w->ctx.loop);
     mg_timer_set(&b->timer, mg_ws_first_tick(&b->conf->websocket));
+    mg_ws_expiry_arm(&b->expiry, b->w, b->conf, on_token_expired);
     if (b->w->stopping)
         mg__bridge_start_close(b, MG_WS_CLOSE_GOING_AWAY, "the gateway is shutting down");
     mg__bridge_after_event(b);
@@ -440,6 +450,7 @@ void mg_ws_bridge_start(mg_request_t *r, const mg_ctx_t *ctx)
     h2o_buffer_init(&b->msg, &h2o_socket_buffer_prototype);
     mg_timer_init(&b->timer, &b->w->timers, on_timer);
     snprintf(b->request_id, sizeof(b->request_id), "%.*s", (int)r->request_id.len, r->request_id.base);
+    mg_ws_expiry_keep(&b->expiry, r->auth.identity);
     if (copy_ctx(b, ctx) != 0 || build_headers(b, r) != 0) {
         bridge_free(b);
         mg_request_send_error(r, 503, "backend-unavailable", "out of memory");

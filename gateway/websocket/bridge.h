@@ -71,6 +71,7 @@ struct bridge {
     mg_ws_out_t out;
     mg_timer_t timer;
     uint64_t last_rx, ping_seq;
+    mg_ws_expiry_t expiry; /* the upgrade's credential: its claims are ctx.claims */
 };
 
 /* bridge.c. After every event: reads what is buffered, writes what is queued, starts the close a

@@ -44,6 +44,22 @@ int mg_ws_session_register(mg_ws_session_t *s, mg_worker_t *w, const mg_ws_sessi
 void mg_ws_session_unregister(mg_ws_session_t *s);
 
 /* ---------------------------------------------------------------------------------------
+ * The session's credential (expiry.c)
+ */
+typedef struct mg_ws_expiry {
+    mg_identity_t *identity; /* the upgrade's verified identity (one reference), or NULL */
+    mg_timer_t timer;        /* set for the token's exp, unless websocket.on_token_expiry: keep */
+} mg_ws_expiry_t;
+
+/* Keeps `id` (one more reference; NULL: none) for the session. The struct starts zeroed. */
+void mg_ws_expiry_keep(mg_ws_expiry_t *e, mg_identity_t *id);
+/* Once the session is open: `cb` runs when its token expires (at once when it already has), unless
+ * on_token_expiry: keep or the token has no exp. */
+void mg_ws_expiry_arm(mg_ws_expiry_t *e, mg_worker_t *w, const mg_config_t *conf, void (*cb)(mg_timer_t *));
+/* The session ends: the timer stops and the identity is released (any time, armed or not). */
+void mg_ws_expiry_stop(mg_ws_expiry_t *e);
+
+/* ---------------------------------------------------------------------------------------
  * Frames the gateway writes itself into a stream (out.c): control frames at any frame boundary,
  * messages between messages, high-priority messages ahead of waiting ones.
  */

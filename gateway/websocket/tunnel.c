@@ -75,6 +75,7 @@ void mg__ws_tunnel_free(mg_ws_tunnel_t *t)
         mg_ws_session_unregister(&t->session);
     mg_ws_out_dispose(&t->up.out);
     mg_ws_out_dispose(&t->down.out);
+    mg_ws_expiry_stop(&t->expiry);
     mg_worker_conf_drop(t->w, t->conf);
     free(t->head);
     free(t->target);
@@ -360,6 +361,13 @@ static void op_abort(mg_ws_session_t *s)
     mg__ws_tunnel_free(tunnel_of(s));
 }
 
+static void on_token_expired(mg_timer_t *timer)
+{
+    mg_ws_tunnel_t *t = H2O_STRUCT_FROM_MEMBER(mg_ws_tunnel_t, expiry.timer, timer);
+    start_close(t, MG_WS_CLOSE_POLICY, MG_WS_CLOSE_POLICY, "token expired");
+    after_event(t);
+}
+
 static void op_drain(mg_ws_session_t *s)
 {
     mg_ws_tunnel_t *t = tunnel_of(s);
@@ -391,6 +399,7 @@ void mg__ws_tunnel_on_upgraded(void *arg, h2o_socket_t *sock, size_t reqsize)
     t->last_rx = t->last_client_rx = h2o_now(t->w->ctx.loop);
     t->timer.cb = on_timer;
     mg_timer_set(&t->timer, mg_ws_first_tick(&t->conf->websocket));
+    mg_ws_expiry_arm(&t->expiry, t->w, t->conf, on_token_expired);
     h2o_socket_read_start(t->client, on_read);
     h2o_socket_read_start(t->server, on_read);
     if (t->w->stopping)

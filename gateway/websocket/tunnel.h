@@ -43,6 +43,7 @@ typedef struct mg_ws_tunnel {
     mg_timer_t timer;
     uint64_t last_rx, last_client_rx; /* h2o_now() */
     uint64_t ping_seq;
+    mg_ws_expiry_t expiry; /* the upgrade's credential, kept until its token expires */
     /* for the session registry, which the tunnel joins when it opens (the request is gone then) */
     char route[128], tenant[MG_TENANT_MAX_LEN + 1], peer[64];
 } mg_ws_tunnel_t;

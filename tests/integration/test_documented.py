@@ -41,6 +41,9 @@ SECTIONS = {
     "websocket": (("websocket",), {}),
     "admin": (("admin",), {"address": None}),  # a free port, see base_config
     "reload": (("reload",), {}),
+    "jwt": (("auth", "*", "jwt"), {"jwks": {"file": str(REPO / "conf" / "examples" / "identity-jwks.json")}}),
+    "api_key": (("auth", "*", "api_key"), {"keys_file": str(REPO / "conf" / "examples" / "identity-keys.txt")}),
+    "Routes: auth and require": (("routes", "*"), ROUTE),
 }
 # Sections whose keys are plain settings: all of them together run in one gateway.
 RUN_TOGETHER = ("Process settings", "limits", "websocket", "admin", "reload")
@@ -154,6 +157,8 @@ def with_key(config, heading, key, value, admin_port):
     holder = config
     for i, step in enumerate(path):
         if step == "*":
+            if isinstance(holder, dict) and not holder:
+                holder["a"] = {}  # a name of the user's (an authenticator) the base config lacks
             holder = holder[0] if isinstance(holder, list) else next(iter(holder.values()))
             continue
         if step not in holder:

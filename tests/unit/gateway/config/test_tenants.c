@@ -112,9 +112,9 @@ typedef struct bad_tenants {
 static const bad_tenants_t bad[] = {
     {TENANTS("  identfy: []\n"), "gw.yaml:2:3: unknown key 'identfy' (did you mean 'identify'?)"},
     {TENANTS("  unidentified: allow\n"), "gw.yaml:2:3: missing key 'identify'"},
-    {TENANTS("  identify: []\n"), "gw.yaml:2:13: identify needs at least one rule (header, host or path)"},
+    {TENANTS("  identify: []\n"), "gw.yaml:2:13: identify needs at least one rule (header, host, path, claim or api_key)"},
     {TENANTS("  identify: [{cookie: t}]\n"), "gw.yaml:2:15: unknown key 'cookie'"},
-    {TENANTS("  identify: [{header: a, host: b}]\n"), "gw.yaml:2:14: an identify rule has exactly one of header, host, path"},
+    {TENANTS("  identify: [{header: a, host: b}]\n"), "gw.yaml:2:14: an identify rule has exactly one of header, host, path, claim, api_key"},
     {TENANTS("  identify: [{header: 'X Tenant'}]\n"), "gw.yaml:2:23: invalid header name 'X Tenant'"},
     {TENANTS("  identify: [{host: '^([a-z]+)\\.example$'}]\n"),
      "gw.yaml:2:21: the pattern needs a group named 'tenant', e.g. (?<tenant>[a-z0-9-]+)"},

@@ -1,0 +1,172 @@
+"""Keys and hostile tokens through the real gateway: a JWKS server on 127.0.0.1 that rotates its
+keys (no reload), goes down, answers garbage, 10 MB, slowly or with 1,000 keys (the last good keys
+stay); no usable key at all (503, not 401); a flood of invented kids (one fetch per min_refresh);
+and each class of hostile token refused with its reason, never a crash, a hang or a fetch."""
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+
+import jwt
+import pytest
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+from auth_support import JwksServer, SigningKey, bearer, jwks, jwt_authenticator
+from support import free_port, gateway_config, request, wait_until
+
+
+def start(start_gateway, backend, url, admin=False, **auth_over):
+    port = free_port()
+    top = {}
+    if admin:
+        top["admin"] = {"address": f"127.0.0.1:{free_port()}"}
+    authn = jwt_authenticator(url, **auth_over)
+    return start_gateway(gateway_config(port, backends={"app": [backend.url]}, auth={"corp": authn},
+                                        routes=[{"name": "r", "auth": "corp", "forward": "app"}], **top))
+
+
+def status_of(gw, token, path="/x"):
+    return request(gw.port, "GET", path, headers=bearer(token))
+
+
+def test_a_new_kid_is_picked_up_and_a_removed_one_stops_without_a_reload(start_gateway, backend):
+    k1, k2 = SigningKey("rsa", "k1"), SigningKey("ec", "k2")
+    srv = JwksServer(jwks(k1))
+    try:
+        gw = start(start_gateway, backend, srv.url,
+                   jwks={"url": srv.url, "refresh": "2s", "min_refresh": "500ms", "timeout": "1s"})
+        assert status_of(gw, k1.sign())[0] == 200
+        srv.serve(jwks(k1, k2))
+        t2 = k2.sign()
+        # the unknown kid makes the gateway fetch at once (its own request may come before the keys)
+        assert wait_until(lambda: status_of(gw, t2)[0] == 200, 5), "the new kid was never picked up"
+        srv.serve(jwks(k2))
+        t1 = k1.sign()
+        assert wait_until(lambda: status_of(gw, t1)[0] == 401, 8), "a removed key kept verifying"
+        assert 'error_description="the token\'s signing key is unknown"' in status_of(gw, t1)[1]["WWW-Authenticate"]
+        assert status_of(gw, t2)[0] == 200
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("failure", ["down", "garbage", "huge", "slow", "many", "status"])
+def test_a_failed_fetch_keeps_the_last_good_keys(start_gateway, backend, failure):
+    k1 = SigningKey("rsa", "k1")
+    srv = JwksServer(jwks(k1))
+    try:
+        gw = start(start_gateway, backend, srv.url, admin=True,
+                   jwks={"url": srv.url, "refresh": "1s", "min_refresh": "1s", "timeout": "500ms"})
+        token = k1.sign()
+        assert status_of(gw, token)[0] == 200
+        before = gw.metrics()['matchgate_auth_jwks_fetch_failures_total{authenticator="corp"}']
+        if failure == "down":
+            srv.stop()
+        else:
+            many = {"keys": [dict(k1.jwk(), kid=f"k{i}") for i in range(1000)]}
+            srv.serve({"garbage": b"\x00not json{", "huge": b'{"keys": [' + b" " * (10 << 20) + b"]}", "slow": jwks(k1),
+                       "many": many, "status": jwks(k1)}[failure], status=500 if failure == "status" else 200,
+                      delay=3.0 if failure == "slow" else 0.0)
+        failed = wait_until(lambda: gw.metrics()['matchgate_auth_jwks_fetch_failures_total{authenticator="corp"}'] > before, 10)
+        assert failed, gw.stderr()[-2000:]
+        assert status_of(gw, token)[0] == 200
+        assert status_of(gw, k1.sign())[0] == 200  # a token never cached: verified with the keys held
+        assert gw.metrics()['matchgate_auth_jwks_keys{authenticator="corp"}'] == 1
+        assert "keeping the 1 key held" in gw.stderr()
+    finally:
+        if failure != "down":
+            srv.stop()
+
+
+def test_no_usable_key_is_503_not_401(start_gateway, backend):
+    dead = f"http://127.0.0.1:{free_port()}/jwks.json"  # nobody listens
+    gw = start(start_gateway, backend, dead)
+    status, headers, _ = status_of(gw, SigningKey("rsa", "k1").sign())
+    assert status == 503
+    assert headers["X-Matchgate-Error"] == "auth-unavailable"
+    assert int(headers["Retry-After"]) >= 1
+    assert "WWW-Authenticate" not in headers
+    assert status_of(gw, "")[0] == 401  # an empty credential is still the client's fault
+
+
+def test_a_flood_of_invented_kids_costs_one_fetch_per_min_refresh(start_gateway, backend):
+    k1 = SigningKey("ec", "k1")
+    srv = JwksServer(jwks(k1))
+    try:
+        gw = start(start_gateway, backend, srv.url, jwks={"url": srv.url, "refresh": "10m", "min_refresh": "30s", "timeout": "1s"})
+        assert status_of(gw, k1.sign())[0] == 200
+        before = srv.count()
+        deadline = time.monotonic() + 10
+        for i in range(300):
+            assert status_of(gw, k1.sign(kid=f"invented-{i}"))[0] == 401
+            assert time.monotonic() < deadline
+        time.sleep(0.5)
+        assert srv.count() - before <= 1
+    finally:
+        srv.stop()
+
+
+def b64(data):
+    return base64.urlsafe_b64encode(data if isinstance(data, bytes) else json.dumps(data).encode()).rstrip(b"=").decode()
+
+
+def hostile_tokens(k1, counter_url):
+    good = k1.sign()
+    h, p, s = good.split(".")
+    other_header = b64({"alg": "RS256", "kid": "k1", "typ": "other"})
+    pem = k1.key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+    hs_header = b64({"alg": "HS256", "kid": "k1"})
+    hs_sig = b64(hmac.new(pem, f"{hs_header}.{p}".encode(), hashlib.sha256).digest())
+    deep = b'{"a":' + b"[" * 10000 + b"]" * 10000 + b"}"
+    # signed by the right key, so that the payload itself is what is refused (the gateway reads a
+    # payload only once its signature holds)
+    signed = lambda payload: jwt.api_jws.PyJWS().encode(payload, k1.key, algorithm="RS256", headers={"kid": "k1"})
+    duplicate = b'{"alg":"RS256","alg":"RS256","kid":"k1"}'
+    return {
+        "not three parts": ("a.b", "malformed"),
+        "bad base64url": (f"{h}.{p}+/=.{s}", "malformed"),
+        "header not an object": (f"{b64([1, 2])}.{p}.{s}", "malformed"),
+        "payload not an object": (signed(b"[42]"), "malformed"),
+        "payload not JSON": (signed(b"{'a': 1}"), "malformed"),
+        "nesting 10,000 deep": (signed(deep), "malformed"),
+        "a forged payload": (f"{h}.{b64({'sub': 'admin'})}.{s}", "signature"),
+        "over max_token_bytes": (f"{h}.{'A' * 40000}.{s}", "too large"),
+        "duplicate members": (f"{b64(duplicate)}.{p}.{s}", "malformed"),
+        "exp as a string": (k1.sign(exp=str(int(time.time()) + 300)), "claim"),
+        "exp past 2^63 as a real": (k1.sign(exp=1e19), "claim"),
+        "exp past 2^63 as an integer": (k1.sign(exp=2 ** 63 + 5), "malformed"),
+        "alg none": (f"{b64({'alg': 'none', 'kid': 'k1'})}.{p}.", "malformed"),
+        "alg None": (f"{b64({'alg': 'None', 'kid': 'k1'})}.{p}.{s}", "algorithm"),
+        "alg nOnE": (f"{b64({'alg': 'nOnE', 'kid': 'k1'})}.{p}.{s}", "algorithm"),
+        "HS256 with the RSA key's bytes": (f"{hs_header}.{p}.{hs_sig}", "algorithm"),
+        "a valid signature over another header": (f"{other_header}.{p}.{s}", "signature"),
+        "a kid with ../": (k1.sign(kid="../../etc/passwd"), "key"),
+        "crit": (k1.sign(headers={"crit": ["exp"], "exp": 1}), "extension"),
+        "jku naming a server": (k1.sign(kid="elsewhere", headers={"jku": counter_url}), "key"),
+        "x5u naming a server": (k1.sign(kid="elsewhere", headers={"x5u": counter_url}), "key"),
+    }
+
+
+def test_hostile_tokens_get_401_with_their_reason(start_gateway, backend):
+    k1 = SigningKey("rsa", "k1")
+    srv, counter = JwksServer(jwks(k1)), JwksServer(jwks(SigningKey("rsa", "elsewhere")))
+    try:
+        # 32 KiB: room for the 10,000-deep payload (27 KB), under the 64 KiB header limit
+        gw = start(start_gateway, backend, srv.url, max_token_bytes="32KiB")
+        fetches = srv.count()
+        for name, (token, reason) in hostile_tokens(k1, counter.url).items():
+            status, headers, body = status_of(gw, token)
+            assert status == 401, name
+            assert headers["X-Matchgate-Error"] == "unauthenticated", name
+            assert reason in headers["WWW-Authenticate"], (name, headers["WWW-Authenticate"])
+            assert token[:40].encode() not in body, name
+        assert counter.count() == 0  # jku and x5u were never followed
+        assert srv.count() - fetches <= 1  # the unknown kids asked for one fetch at most
+        # a valid token with a jku pointing elsewhere verifies with the configured keys, no contact
+        assert status_of(gw, k1.sign(headers={"jku": counter.url}))[0] == 200
+        assert counter.count() == 0
+        assert not backend.received("/x")[:-1]  # only the last, valid one reached the backend
+    finally:
+        srv.stop()
+        counter.stop()
