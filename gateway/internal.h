@@ -154,8 +154,8 @@ struct mg_gateway {
     pthread_mutex_t reload_lock;     /* one reload at a time */
     atomic_uint_fast64_t generation; /* conf->generation, readable without the lock */
     atomic_uint_fast64_t reloads_ok, reloads_failed;
-    atomic_int stopping;      /* SIGTERM/SIGINT received: /healthz answers 503 */
-    struct mg_prober *prober; /* the active health checks' thread (backend/prober.c) */
+    atomic_int stopping;        /* SIGTERM/SIGINT received: /healthz answers 503 */
+    struct mg_prober *prober;   /* the active health checks' thread (backend/prober.c) */
     mg_auth_fetcher_t *fetcher; /* the JWKS urls' thread (auth/fetch.c) */
     /* settings fixed at start (a reload keeps them), readable from any thread */
     unsigned num_workers;

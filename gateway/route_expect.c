@@ -10,9 +10,9 @@
 #include "gateway/route_tool.h"
 
 static const char *const test_keys[] = {"name", "request", "headers", "peer", "claims", "expect", NULL};
-static const char *const expect_keys[] = {"outcome",   "status",    "route",  "error",         "backend",          "method",
-                                          "path",      "query",     "host",   "headers",       "location",         "tenant",
-                                          "variables", "order_key", "auth",   "authenticator", "www_authenticate", NULL};
+static const char *const expect_keys[] = {"outcome",   "status",    "route", "error",         "backend",          "method",
+                                          "path",      "query",     "host",  "headers",       "location",         "tenant",
+                                          "variables", "order_key", "auth",  "authenticator", "www_authenticate", NULL};
 
 typedef struct expect_run {
     const mg_config_t *conf;
@@ -202,8 +202,9 @@ static void run_test(expect_run_t *run, const mg_node_t *test, mg_errors_t *errs
         ;
     size_t n = header_lines(mg_node_get(test, "headers"), lines, 64);
     json_t *claims_json = claims != NULL ? node_json(claims) : NULL;
-    mg_route_query_t q = {method, url, (const char *const *)lines, n,
-                          peer != NULL && peer->kind == MG_NODE_SCALAR ? peer->u.scalar.str : NULL, claims_json};
+    mg_route_query_t q = {
+        method,     url, (const char *const *)lines, n, peer != NULL && peer->kind == MG_NODE_SCALAR ? peer->u.scalar.str : NULL,
+        claims_json};
     json_t *e = mg_route_explain(run->conf, &q, &error);
     json_decref(claims_json);
     if (e == NULL)

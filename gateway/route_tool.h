@@ -16,7 +16,7 @@ typedef struct mg_route_query {
     const char *url; /* "https://host/path?q", or "/path?q" (then the Host comes from a header) */
     const char *const *headers;
     size_t num_headers;
-    const char *peer; /* the client address routes and templates see; NULL: 127.0.0.1 */
+    const char *peer;     /* the client address routes and templates see; NULL: 127.0.0.1 */
     const json_t *claims; /* a JSON object standing for a verified credential's claims (--expect `claims:`); NULL: none */
 } mg_route_query_t;
 

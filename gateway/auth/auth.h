@@ -111,8 +111,8 @@ int mg_jwt_alg_parse(const char *s, size_t len);
 /* A JWK Set's usable signature keys, immutable once parsed (shared by every worker). */
 typedef struct mg_keyset mg_keyset_t;
 
-#define MG_KEYSET_MAX_KEYS 100           /* keys in one set; a larger set is refused whole */
-#define MG_KEYSET_MAX_BYTES (1u << 20)   /* a JWKS document larger than this is refused */
+#define MG_KEYSET_MAX_KEYS 100         /* keys in one set; a larger set is refused whole */
+#define MG_KEYSET_MAX_BYTES (1u << 20) /* a JWKS document larger than this is refused */
 #define MG_KEYSET_MIN_RSA_BITS 2048
 
 /*
@@ -125,8 +125,7 @@ typedef struct mg_keyset mg_keyset_t;
  * nesting past jansson's bound included), holds more than MG_KEYSET_MAX_KEYS keys, or leaves no
  * usable key.
  */
-mg_keyset_t *mg_keyset_parse(const char *json, size_t len, size_t *skipped, char *warn, size_t warnsize, char *err,
-                             size_t errsize);
+mg_keyset_t *mg_keyset_parse(const char *json, size_t len, size_t *skipped, char *warn, size_t warnsize, char *err, size_t errsize);
 /* Keys held. */
 size_t mg_keyset_size(const mg_keyset_t *ks);
 /* The kid of key `i` ("" when it has none). */
@@ -139,21 +138,21 @@ void mg_keyset_free(mg_keyset_t *ks);
 typedef struct mg_jwt_policy {
     const char *issuer; /* NULL: `iss` is not checked */
     char *const *audiences;
-    size_t num_audiences;    /* 0: `aud` is not checked */
-    unsigned algorithms;     /* MG_JWT_ALG_BIT()s */
-    int64_t clock_skew;      /* seconds */
-    int require_exp;         /* a token without `exp` is refused */
-    size_t max_token_bytes;  /* a longer token is refused unread */
-    const uint8_t *secret;   /* HS256/384/512 verify with this (secret_file), never with a key of the set */
-    size_t secret_len;       /* 0: no secret, HS* tokens are refused as unknown key */
+    size_t num_audiences;   /* 0: `aud` is not checked */
+    unsigned algorithms;    /* MG_JWT_ALG_BIT()s */
+    int64_t clock_skew;     /* seconds */
+    int require_exp;        /* a token without `exp` is refused */
+    size_t max_token_bytes; /* a longer token is refused unread */
+    const uint8_t *secret;  /* HS256/384/512 verify with this (secret_file), never with a key of the set */
+    size_t secret_len;      /* 0: no secret, HS* tokens are refused as unknown key */
 } mg_jwt_policy_t;
 
-#define MG_JWT_MAX_KID 128  /* bytes of a `kid`; longer is malformed */
-#define MG_JWT_MAX_TRIES 4  /* keys tried for a token without `kid` */
+#define MG_JWT_MAX_KID 128 /* bytes of a `kid`; longer is malformed */
+#define MG_JWT_MAX_TRIES 4 /* keys tried for a token without `kid` */
 
 typedef struct mg_jwt_result {
     mg_auth_reason_t reason;
-    mg_identity_t *identity; /* MG_AUTH_OK: the claims, one reference for the caller */
+    mg_identity_t *identity;      /* MG_AUTH_OK: the claims, one reference for the caller */
     char kid[MG_JWT_MAX_KID + 1]; /* the token's kid, NUL-terminated, once its header was read ("" without) */
 } mg_jwt_result_t;
 

@@ -5,7 +5,7 @@
  * the next one (a client must not be able to pick the authenticator that is easiest to fool).
  */
 #include <strings.h>
-#include "gateway/auth/internal_rt.h"
+#include "gateway/auth/internal.h"
 
 /* The only instance of header `name`, or base NULL; `*several` when there are more. */
 static mg_str_t mg_single_header(const mg_ctx_t *ctx, mg_str_t name, int *several)
@@ -161,7 +161,8 @@ static mg_auth_reason_t mg_verify_token(const mg_authenticator_t *a, mg_auth_cac
 
 static mg_auth_reason_t mg_verify_api_key(const mg_authenticator_t *a, mg_str_t key, mg_auth_result_t *res)
 {
-    mg_identity_t *id = key.len != 0 && key.len <= a->policy.max_token_bytes ? mg_apikeys_find(a->apikeys, key.base, key.len) : NULL;
+    mg_identity_t *id =
+        key.len != 0 && key.len <= a->policy.max_token_bytes ? mg_apikeys_find(a->apikeys, key.base, key.len) : NULL;
     if (id == NULL)
         return MG_AUTH_UNKNOWN_API_KEY;
     res->identity = mg_identity_retain(id);
@@ -198,7 +199,8 @@ void mg_auth_authenticate(const mg_auth_conf_t *ac, mg_auth_cache_t *cache, uint
         else if (a->kind == MG_AUTH_KIND_API_KEY)
             mg_finish(res, mg_verify_api_key(a, value, res), worker);
         else
-            mg_finish(res, value.len == 0 ? MG_AUTH_MALFORMED : mg_verify_token(a, cache, conf_generation, value, now_ms, res), worker);
+            mg_finish(res, value.len == 0 ? MG_AUTH_MALFORMED : mg_verify_token(a, cache, conf_generation, value, now_ms, res),
+                      worker);
         return;
     }
 }

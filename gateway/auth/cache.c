@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/evp.h>
-#include "gateway/auth/internal_rt.h"
+#include "gateway/auth/internal.h"
 
 #define MG_AUTH_WAYS 4
 

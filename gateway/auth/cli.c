@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cjose/base64.h>
+#include <jansson.h>
 #include <openssl/rand.h>
 #include "gateway/auth/auth.h"
 
@@ -31,6 +32,28 @@ static char *mg_new_key(void)
     return key;
 }
 
+/* The rules a tenant name follows everywhere (tenants.identify): 1 to 128 bytes, no control
+ * character, no '/' or '\\', not "." or "..". */
+static int mg_tenant_ok(const char *t)
+{
+    size_t len = strlen(t);
+    if (len == 0 || len > 128 || strcmp(t, ".") == 0 || strcmp(t, "..") == 0)
+        return 0;
+    for (const char *p = t; *p != '\0'; p++)
+        if ((unsigned char)*p <= 0x20 || *p == 0x7f || *p == '/' || *p == '\\')
+            return 0;
+    return 1;
+}
+
+/* The claims as one line of compact JSON (a JSON object, no duplicate member), or NULL. */
+static char *mg_claims_line(const char *text)
+{
+    json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+    char *line = j != NULL && json_is_object(j) ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    json_decref(j);
+    return line;
+}
+
 int mg_auth_hash_key_main(int argc, char **argv)
 {
     static const struct option options[] = {{"key", required_argument, NULL, 'k'}, {"help", no_argument, NULL, 'h'}, {0, 0, 0, 0}};
@@ -45,11 +68,19 @@ int mg_auth_hash_key_main(int argc, char **argv)
     }
     if (argc - optind < 1 || argc - optind > 2)
         return mg_usage(stderr, 2);
+    char *claims = argc - optind == 2 ? mg_claims_line(argv[optind + 1]) : NULL;
+    if (!mg_tenant_ok(argv[optind]) || (argc - optind == 2 && claims == NULL)) {
+        fprintf(stderr, "matchgate hash-key: %s\n",
+                claims == NULL && argc - optind == 2 ? "the claims must be a JSON object" : "invalid tenant name");
+        free(claims);
+        return 2;
+    }
     char *made = given == NULL ? mg_new_key() : NULL;
     const char *key = given != NULL ? given : made;
-    char *line = key != NULL ? mg_apikey_line(key, strlen(key), argv[optind], argc - optind == 2 ? argv[optind + 1] : NULL) : NULL;
+    char *line = key != NULL ? mg_apikey_line(key, strlen(key), argv[optind], claims) : NULL;
+    free(claims);
     if (line == NULL) {
-        fprintf(stderr, "matchgate hash-key: %s\n", key == NULL ? "no random bytes for a new key" : "invalid tenant or claims");
+        fprintf(stderr, "matchgate hash-key: no random bytes for a new key\n");
         free(made);
         return 2;
     }

@@ -103,6 +103,15 @@ static int mg_get(const mg_authenticator_t *a, mg_fetch_body_t *body, char *err,
     return -1;
 }
 
+/* A reason for the log: the parser's message may quote the document, which a hostile server
+ * writes; every byte outside printable ASCII becomes '?'. */
+static void mg_printable(char *s)
+{
+    for (; *s != '\0'; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+            *s = '?';
+}
+
 /* One fetch of `a`'s key set; 0 when a set was installed. */
 static int mg_fetch(const mg_authenticator_t *a)
 {
@@ -113,6 +122,8 @@ static int mg_fetch(const mg_authenticator_t *a)
     if (mg_get(a, &body, err, sizeof(err)) == 0)
         ks = mg_keyset_parse(body.data != NULL ? body.data : "", body.len, &skipped, warn, sizeof(warn), err, sizeof(err));
     free(body.data);
+    mg_printable(err);
+    mg_printable(warn);
     if (ks == NULL) {
         mg_keyring_stats_t st;
         mg_keyring_failed(a->keys);
@@ -122,8 +133,8 @@ static int mg_fetch(const mg_authenticator_t *a)
         return -1;
     }
     if (skipped != 0)
-        fprintf(stderr, "matchgate: auth '%s': %s: %zu key%s not used (%s)\n", a->name, a->jwks_url, skipped, skipped == 1 ? "" : "s",
-                warn);
+        fprintf(stderr, "matchgate: auth '%s': %s: %zu key%s not used (%s)\n", a->name, a->jwks_url, skipped,
+                skipped == 1 ? "" : "s", warn);
     mg_keyring_install(a->keys, ks, mg_wall_ms());
     return 0;
 }

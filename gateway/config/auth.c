@@ -19,10 +19,11 @@
 #include <unistd.h>
 #include "gateway/config/internal.h"
 
-static const char *const jwt_keys[] = {"issuer",      "audiences",       "jwks",           "algorithms",    "secret_file",
-                                       "clock_skew",  "require_exp",     "from",           "max_token_bytes",
-                                       "forward_claims", "forward_token", "cache_ttl",     "realm",         NULL};
-static const char *const api_key_keys[] = {"keys_file", "header", "query", "from", "forward_claims", "forward_token", "realm", NULL};
+static const char *const jwt_keys[] = {
+    "issuer", "audiences",       "jwks",           "algorithms",    "secret_file", "clock_skew", "require_exp",
+    "from",   "max_token_bytes", "forward_claims", "forward_token", "cache_ttl",   "realm",      NULL};
+static const char *const api_key_keys[] = {"keys_file",      "header",        "query", "from",
+                                           "forward_claims", "forward_token", "realm", NULL};
 static const char *const jwks_keys[] = {"file", "url", "refresh", "min_refresh", "timeout", NULL};
 static const char *const source_kinds[] = {"header", "cookie", "query", NULL};
 
@@ -292,7 +293,8 @@ static void read_algorithms(mg_config_loader_t *cl, const mg_node_t *seq, mg_aut
         int alg = mg_jwt_alg_parse(s, item->u.scalar.len);
         if (alg < 0)
             mg_errors_add(cl->errs, item,
-                          "unknown algorithm '%s' (expected RS256/384/512, PS256/384/512, ES256/384/512, EdDSA or HS256/384/512)", s);
+                          "unknown algorithm '%s' (expected RS256/384/512, PS256/384/512, ES256/384/512, EdDSA or HS256/384/512)",
+                          s);
         else
             a->policy.algorithms |= MG_JWT_ALG_BIT(alg);
     }
@@ -321,7 +323,8 @@ static void check_keys(mg_config_loader_t *cl, const mg_node_t *map, mg_authenti
     if (hs != 0 && a->secret == NULL && mg_node_get(map, "secret_file") == NULL)
         mg_errors_add(cl->errs, map, "HS256/384/512 verify with a shared secret: give 'secret_file'");
     if (hs == 0 && mg_node_get(map, "secret_file") != NULL)
-        mg_errors_add(cl->errs, mg_node_get(map, "secret_file"), "secret_file is only used by HS256/384/512: add one to 'algorithms'");
+        mg_errors_add(cl->errs, mg_node_get(map, "secret_file"),
+                      "secret_file is only used by HS256/384/512: add one to 'algorithms'");
     if ((a->policy.algorithms & ~MG_JWT_HS_ALGS) != 0 && mg_node_get(map, "jwks") == NULL)
         mg_errors_add(cl->errs, map, "the algorithms need public keys: give 'jwks: {file: PATH}' or 'jwks: {url: URL}'");
 }

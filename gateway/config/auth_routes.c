@@ -29,8 +29,8 @@ static void walk(mg_config_loader_t *cl, mg_route_t **list, size_t n, int *warne
         if (!*warned && cl->conf->auth.num_authenticators == 0 && (r->needs_claims || r->auth.mode == MG_ROUTE_AUTH_OPTIONAL)) {
             mg_node_t at = {.file = r->file, .line = r->line, .column = r->column};
             mg_errors_warn(cl->errs, &at,
-                              "route '%s' %s, but no authenticator is configured (top-level 'auth:'): no request has claims",
-                              r->name, r->needs_claims ? "tests a claim" : "accepts an optional credential");
+                           "route '%s' %s, but no authenticator is configured (top-level 'auth:'): no request has claims", r->name,
+                           r->needs_claims ? "tests a claim" : "accepts an optional credential");
             *warned = 1;
         }
         walk(cl, r->children, r->num_children, warned);

@@ -221,8 +221,8 @@ static void parse_limits(mg_config_loader_t *cl, const mg_node_t *root)
 /* websocket: our extension (the contract names no keys for it); see docs/websocket.md. */
 static void parse_websocket(mg_config_loader_t *cl, const mg_node_t *root)
 {
-    static const char *const keys[] = {"idle_timeout",        "ping_interval",   "close_timeout", "max_message_size",
-                                       "max_queued_messages", "on_token_expiry", NULL};
+    static const char *const keys[] = {
+        "idle_timeout", "ping_interval", "close_timeout", "max_message_size", "max_queued_messages", "on_token_expiry", NULL};
     const mg_node_t *expiry;
     const mg_node_t *ws = mg_node_get(root, "websocket");
     mg_websocket_conf_t *c = &cl->conf->websocket;

@@ -461,9 +461,9 @@ typedef struct mg_refusal {
 mg_str_t mg_request_host(mg_str_t authority, const mg_alloc_t *alloc);
 /*
  * Fills the routing context from the head: the path normalized (limits.escaped_slashes), the host,
- * the credential verified (head->auth), the tenant (tenants.identify, tenants.unidentified). 0 when the request may be routed; -1 with
- * *why when the gateway answers it itself (400 bad path, missing Host or invalid tenant name, 401
- * unidentified). Allocates from `alloc` only.
+ * the credential verified (head->auth), the tenant (tenants.identify, tenants.unidentified). 0 when the request may be routed; -1
+ * with *why when the gateway answers it itself (400 bad path, missing Host or invalid tenant name, 401 unidentified). Allocates
+ * from `alloc` only.
  */
 int mg_request_prepare(const mg_config_t *conf, const mg_request_head_t *head, const mg_alloc_t *alloc, mg_ctx_t *ctx,
                        mg_refusal_t *why);

@@ -82,7 +82,8 @@ static void put_jwt(const mg_authenticator_t *a, FILE *out)
         put_cstr(out, a->secret_file);
         fputc('\n', out);
     }
-    fprintf(out, "      clock_skew: %" PRId64 "s\n      require_exp: %s\n      max_token_bytes: %zu\n      cache_ttl: %" PRIu64 "ms\n",
+    fprintf(out,
+            "      clock_skew: %" PRId64 "s\n      require_exp: %s\n      max_token_bytes: %zu\n      cache_ttl: %" PRIu64 "ms\n",
             a->policy.clock_skew, a->policy.require_exp ? "true" : "false", a->policy.max_token_bytes, a->cache_ttl_ms);
 }
 

@@ -8,7 +8,8 @@
 #include <string.h>
 #include "gateway/config/internal.h"
 
-static const char *const tenants_keys[] = {"identify", "unidentified", "default_quota", "quotas", "max_keys", "store", "trusted_proxies", NULL};
+static const char *const tenants_keys[] = {"identify", "unidentified", "default_quota",   "quotas",
+                                           "max_keys", "store",        "trusted_proxies", NULL};
 static const char *const identify_kinds[] = {"header", "host", "path", "claim", "api_key", NULL};
 
 /* A header name, lower-cased: tokens only (RFC 9110 5.6.2). */

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "gateway/auth/internal_rt.h"
+#include "gateway/auth/internal.h"
 
 #define MAX_TOKENS 4096
 
@@ -34,7 +34,7 @@ static char *slurp(const char *path, size_t *len)
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
     if (n >= 0 && (buf = malloc((size_t)n + 1)) != NULL && fread(buf, 1, (size_t)n, f) == (size_t)n)
-        buf[*len = (size_t)n] = '\0';
+        buf[ *len = (size_t)n] = '\0';
     fclose(f);
     return buf;
 }
@@ -109,9 +109,15 @@ int main(int argc, char **argv)
         return 1;
     }
     char *audiences[] = {argv[3]};
-    mg_jwt_policy_t p = {.issuer = argv[2], .audiences = audiences, .num_audiences = 1, .algorithms = ~0u & ~MG_JWT_HS_ALGS,
-                         .clock_skew = 60, .require_exp = 1, .max_token_bytes = 8192};
-    printf("| algorithm | tokens | cold verification (us/token) | verifications/s | cache hit (ns: SHA-256 + lookup) | bytes per cached token |\n");
+    mg_jwt_policy_t p = {.issuer = argv[2],
+                         .audiences = audiences,
+                         .num_audiences = 1,
+                         .algorithms = ~0u & ~MG_JWT_HS_ALGS,
+                         .clock_skew = 60,
+                         .require_exp = 1,
+                         .max_token_bytes = 8192};
+    printf("| algorithm | tokens | cold verification (us/token) | verifications/s | cache hit (ns: SHA-256 + lookup) | bytes per "
+           "cached token |\n");
     printf("| --- | --- | --- | --- | --- | --- |\n");
     for (int i = 4; i < argc; i++) {
         static char *tokens[MAX_TOKENS];

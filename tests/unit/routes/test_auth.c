@@ -62,9 +62,9 @@ Test(auth, with_the_route_index_too)
     char yaml[4096];
     size_t off = (size_t)snprintf(yaml, sizeof(yaml), "routes:\n");
     for (int i = 0; i < 12; i++)
-        off += (size_t)snprintf(yaml + off, sizeof(yaml) - off,
-                                "  - {name: r%d, match: {path: /p%d, any: [{claim: {name: usertype, present: false}}]}, forward: api}\n", i,
-                                i);
+        off += (size_t)snprintf(
+            yaml + off, sizeof(yaml) - off,
+            "  - {name: r%d, match: {path: /p%d, any: [{claim: {name: usertype, present: false}}]}, forward: api}\n", i, i);
     snprintf(yaml + off, sizeof(yaml) - off, "  - {name: last, forward: api}\n");
     mg_routes_t *routes = load_with(yaml, resolve);
     cr_assert_not_null(routes);
@@ -102,16 +102,17 @@ Test(auth, modes_and_inheritance)
 
 Test(auth, requirements_root_first_and_none_stops_them)
 {
-    mg_routes_t *routes = load_with("routes:\n"
-                                    "  - name: b\n"
-                                    "    auth: corp\n"
-                                    "    require: [{claim: {name: scope, equals: a}}]\n"
-                                    "    routes:\n"
-                                    "      - {name: w, require: [{claim: {name: scope, in: ['orders:write']}}], forward: api}\n"
-                                    "      - name: p\n"
-                                    "        auth: none\n"
-                                    "        routes: [{name: pp, auth: optional, require: [{claim: {name: usertype, equals: staff}}], forward: api}]\n",
-                                    resolve);
+    mg_routes_t *routes = load_with(
+        "routes:\n"
+        "  - name: b\n"
+        "    auth: corp\n"
+        "    require: [{claim: {name: scope, equals: a}}]\n"
+        "    routes:\n"
+        "      - {name: w, require: [{claim: {name: scope, in: ['orders:write']}}], forward: api}\n"
+        "      - name: p\n"
+        "        auth: none\n"
+        "        routes: [{name: pp, auth: optional, require: [{claim: {name: usertype, equals: staff}}], forward: api}]\n",
+        resolve);
     cr_assert_not_null(routes);
     const mg_route_t *w = mg_routes_find(routes, "w"), *pp = mg_routes_find(routes, "pp");
     const mg_matcher_t *failed;
@@ -134,23 +135,26 @@ Test(auth, errors)
 {
     EXPECT_ERRORS("routes:\n  - {name: a, auth: [], forward: api}\n",
                   "routes.yaml:2:21: 'auth' needs at least one authenticator (or none, optional)");
-    EXPECT_ERRORS("routes:\n  - {name: a, auth: 'bad name', forward: api}\n",
-                  "routes.yaml:2:21: invalid 'auth' value 'bad name' (expected an authenticator's name, a list of them, none or optional)");
+    EXPECT_ERRORS(
+        "routes:\n  - {name: a, auth: 'bad name', forward: api}\n",
+        "routes.yaml:2:21: invalid 'auth' value 'bad name' (expected an authenticator's name, a list of them, none or optional)");
     EXPECT_ERRORS("routes:\n  - {name: a, auth: [corp, none], forward: api}\n",
                   "routes.yaml:2:28: invalid authenticator name 'none' in a list (a name under the top-level 'auth:')");
     EXPECT_ERRORS("routes:\n  - {name: a, require: [{claim: {name: s, equals: x}}], forward: api}\n",
                   "routes.yaml:2:24: 'require' needs a credential: give this route (or a parent) 'auth: NAME' or 'auth: optional'");
     EXPECT_ERRORS("routes:\n  - {name: a, auth: none, require: [{claim: {name: s, equals: x}}], forward: api}\n",
                   "routes.yaml:2:36: 'require' needs a credential: give this route (or a parent) 'auth: NAME' or 'auth: optional'");
-    EXPECT_ERRORS("routes:\n  - {name: a, auth: corp, require: [], forward: api}\n", "routes.yaml:2:36: 'require' needs at least one condition");
+    EXPECT_ERRORS("routes:\n  - {name: a, auth: corp, require: [], forward: api}\n",
+                  "routes.yaml:2:36: 'require' needs at least one condition");
 }
 
 Test(auth, claim_templates)
 {
-    mg_routes_t *routes = load_with("routes:\n"
-                                    "  - {name: a, actions: [{set_header: {X-User: '${claim.usertype}', X-None: '<${claim.missing}>'}}], "
-                                    "forward: api}\n",
-                                    resolve);
+    mg_routes_t *routes =
+        load_with("routes:\n"
+                  "  - {name: a, actions: [{set_header: {X-User: '${claim.usertype}', X-None: '<${claim.missing}>'}}], "
+                  "forward: api}\n",
+                  resolve);
     cr_assert_not_null(routes);
     mg_ctx_t ctx = ctx_for("/", &staff);
     mg_route_result_t res;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "gateway/auth/internal_rt.h"
+#include "gateway/auth/internal.h"
 #include "routes/routes.h"
 
 static void *arena[1024];
@@ -302,7 +302,8 @@ Test(decide, every_mode_against_every_outcome)
     mg_authenticator_t *list[] = {&corp, &partners};
     mg_auth_conf_t ac = {.authenticators = list, .num_authenticators = 2};
     mg_auth_decision_t d;
-    mg_auth_result_t anon = {.outcome = MG_AUTH_ANONYMOUS}, failed = {.outcome = MG_AUTH_FAILED, .by = &corp, .reason = MG_AUTH_EXPIRED},
+    mg_auth_result_t anon = {.outcome = MG_AUTH_ANONYMOUS},
+                     failed = {.outcome = MG_AUTH_FAILED, .by = &corp, .reason = MG_AUTH_EXPIRED},
                      down = {.outcome = MG_AUTH_UNAVAILABLE, .by = &corp, .reason = MG_AUTH_NO_KEYS};
     mg_auth_result_t ok = {.outcome = MG_AUTH_VERIFIED, .by = &corp, .identity = identity("{\"scope\":[\"r\",\"w\"]}")};
     mg_auth_result_t partner = {.outcome = MG_AUTH_VERIFIED, .by = &partners, .identity = identity("{\"scope\":\"r\"}")};
@@ -359,23 +360,25 @@ static const char *header(const mg_ctx_t *ctx, const char *name, int *count)
 Test(forward, claims_set_copies_stripped_credential_removed)
 {
     mg_auth_source_t cookie = {MG_AUTH_FROM_COOKIE, MG_STR("session"), MG_STR_NULL};
-    mg_forward_claim_t fc[] = {{MG_STR("sub"), MG_STR("x-user-id")}, {MG_STR("org.id"), MG_STR("x-org")},
-                               {MG_STR("bad"), MG_STR("x-bad")}};
-    mg_authenticator_t a = {.name = "corp", .sources = &cookie, .num_sources = 1, .forward_claims = fc, .num_forward_claims = 3, .forward_token = 1};
+    mg_forward_claim_t fc[] = {
+        {MG_STR("sub"), MG_STR("x-user-id")}, {MG_STR("org.id"), MG_STR("x-org")}, {MG_STR("bad"), MG_STR("x-bad")}};
+    mg_authenticator_t a = {
+        .name = "corp", .sources = &cookie, .num_sources = 1, .forward_claims = fc, .num_forward_claims = 3, .forward_token = 1};
     mg_str_t strip[] = {MG_STR("x-user-id"), MG_STR("x-org"), MG_STR("x-bad")};
     mg_authenticator_t *list[] = {&a};
     mg_auth_conf_t ac = {.authenticators = list, .num_authenticators = 1, .strip_headers = strip, .num_strip_headers = 3};
-    mg_header_t in[] = {{MG_STR("x-user-id"), MG_STR("forged")}, {MG_STR("cookie"), MG_STR("a=1; session=tok; b=2")},
+    mg_header_t in[] = {{MG_STR("x-user-id"), MG_STR("forged")},
+                        {MG_STR("cookie"), MG_STR("a=1; session=tok; b=2")},
                         {MG_STR("accept"), MG_STR("*/*")}};
-    mg_auth_result_t res = {.outcome = MG_AUTH_VERIFIED, .by = &a,
-                            .identity = identity("{\"sub\":\"alice\",\"org\":{\"id\":7},\"bad\":\"a\\nb\"}")};
+    mg_auth_result_t res = {
+        .outcome = MG_AUTH_VERIFIED, .by = &a, .identity = identity("{\"sub\":\"alice\",\"org\":{\"id\":7},\"bad\":\"a\\nb\"}")};
     int n;
     mg_ctx_t ctx = ctx_with(in, 3, "");
     cr_expect_eq(mg_auth_edit_request(&ac, &res, &ctx), 1);
     cr_expect_str_eq(header(&ctx, "x-user-id", &n), "alice");
     cr_expect_eq(n, 1);
     cr_expect_str_eq(header(&ctx, "x-org", &n), "7");
-    cr_expect_null(header(&ctx, "x-bad", &n)); /* a value with LF sets nothing */
+    cr_expect_null(header(&ctx, "x-bad", &n));                             /* a value with LF sets nothing */
     cr_expect_str_eq(header(&ctx, "cookie", &n), "a=1; session=tok; b=2"); /* forward_token: true */
     a.forward_token = 0;
     ctx = ctx_with(in, 3, "");

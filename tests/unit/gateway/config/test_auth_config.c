@@ -131,12 +131,13 @@ Test(auth_config, defaults_and_route_names)
 
 Test(auth_config, hs_secret_sources_and_tenants)
 {
-    load(LISTEN "auth:\n"
-                "  h: {jwt: {algorithms: [HS256], secret_file: @/secret, from: [{cookie: s}, {query: t}, {header: X-T, prefix: ''}],"
-                " clock_skew: 5s, require_exp: false, cache_ttl: 0s, max_token_bytes: 1KiB, realm: api}}\n"
-                "tenants:\n  identify: [{claim: org.tid}, {api_key: tenant}, {header: X-Tenant-Id}]\n"
-                "  trusted_proxies: [10.0.0.0/8, '::1', 192.0.2.7]\n"
-                "routes: [{name: r, respond: {status: 200}}]\n");
+    load(LISTEN
+         "auth:\n"
+         "  h: {jwt: {algorithms: [HS256], secret_file: @/secret, from: [{cookie: s}, {query: t}, {header: X-T, prefix: ''}],"
+         " clock_skew: 5s, require_exp: false, cache_ttl: 0s, max_token_bytes: 1KiB, realm: api}}\n"
+         "tenants:\n  identify: [{claim: org.tid}, {api_key: tenant}, {header: X-Tenant-Id}]\n"
+         "  trusted_proxies: [10.0.0.0/8, '::1', 192.0.2.7]\n"
+         "routes: [{name: r, respond: {status: 200}}]\n");
     const mg_authenticator_t *h = mg_auth_find(&conf->auth, "h");
     cr_expect_eq(h->secret_len, 32); /* the newline is not the secret's */
     cr_expect_eq(h->policy.algorithms, MG_JWT_ALG_BIT(MG_JWT_HS256));
@@ -157,7 +158,8 @@ Test(auth_config, identify_by_claim_api_key_and_trusted_header)
     load(LISTEN "tenants:\n  identify: [{claim: org.tid}, {api_key: tenant}, {header: X-Tenant-Id}]\n"
                 "  trusted_proxies: [10.0.0.0/8]\n"
                 "routes: [{name: r, respond: {status: 200}}]\n");
-    static const mg_claim_t items[] = {{MG_STR("org"), MG_STR(""), MG_CLAIM_OBJECT}, {MG_STR("org.tid"), MG_STR("acme"), MG_CLAIM_STRING}};
+    static const mg_claim_t items[] = {{MG_STR("org"), MG_STR(""), MG_CLAIM_OBJECT},
+                                       {MG_STR("org.tid"), MG_STR("acme"), MG_CLAIM_STRING}};
     static const mg_claims_t claims = {items, 2};
     mg_header_t h[] = {{MG_STR("x-tenant-id"), MG_STR("globex")}};
     mg_ctx_t ctx = {.headers = h, .num_headers = 1, .peer = MG_STR("127.0.0.1"), .claims = &claims};
@@ -193,17 +195,21 @@ static const struct {
     {"auth: {corp: {jwt: {algorithms: [RS256, none], jwks: {file: @/jwks.json}}}}\n",
      "gw.yaml:3:41: unknown algorithm 'none' (expected RS256/384/512, PS256/384/512, ES256/384/512, EdDSA or HS256/384/512)"},
     {"auth: {corp: {jwt: {jwks: {file: a, url: 'http://x/'}}}}\n", "gw.yaml:3:27: jwks takes exactly one of 'file' or 'url'"},
-    {"auth: {corp: {jwt: {jwks: {url: 'ftp://x/'}}}}\n", "gw.yaml:3:33: jwks.url must be an http:// or https:// url without spaces"},
+    {"auth: {corp: {jwt: {jwks: {url: 'ftp://x/'}}}}\n",
+     "gw.yaml:3:33: jwks.url must be an http:// or https:// url without spaces"},
     {"auth: {corp: {jwt: {jwks: {url: 'http://x/'}, forward_claims: {sub: Content-Length}}}}\n",
      "gw.yaml:3:69: forward_claims cannot set 'content-length': it is set by the gateway"},
     {"auth: {'no way': {jwt: {jwks: {url: 'http://x/'}}}}\n",
      "gw.yaml:3:8: invalid authenticator name 'no way' (letters, digits, '-', '_'; not none or optional)"},
     {"auth: {k: {api_key: {header: X-K}}}\n", "gw.yaml:3:21: missing key 'keys_file'"},
-    {"auth: {k: {jwt: {jwks: {url: 'http://x/'}}, api_key: {}}}\n", "gw.yaml:3:11: an authenticator has exactly one of 'jwt' or 'api_key'"},
-    {"auth: {k: {jwt: {jwks: {url: 'http://x/'}, realm: 'a\"b'}}}\n", "gw.yaml:3:51: realm cannot hold a control character, '\"' or '\\'"},
+    {"auth: {k: {jwt: {jwks: {url: 'http://x/'}}, api_key: {}}}\n",
+     "gw.yaml:3:11: an authenticator has exactly one of 'jwt' or 'api_key'"},
+    {"auth: {k: {jwt: {jwks: {url: 'http://x/'}, realm: 'a\"b'}}}\n",
+     "gw.yaml:3:51: realm cannot hold a control character, '\"' or '\\'"},
     {"tenants: {identify: [{api_key: owner}]}\n",
      "gw.yaml:3:32: api_key: tenant is the one form (the tenant a verified API key belongs to)"},
-    {"tenants: {identify: [{claim: 'a..b'}]}\n", "gw.yaml:3:30: invalid claim name 'a..b' (such as tid, or a dotted path such as org.id)"},
+    {"tenants: {identify: [{claim: 'a..b'}]}\n",
+     "gw.yaml:3:30: invalid claim name 'a..b' (such as tid, or a dotted path such as org.id)"},
     {"tenants: {identify: [{header: X}], trusted_proxies: [10.0.0.0/33]}\n",
      "gw.yaml:3:54: invalid address block '10.0.0.0/33' (such as 10.0.0.0/8, 192.0.2.7 or fd00::/8)"},
     {"websocket: {on_token_expiry: later}\n", "gw.yaml:3:30: on_token_expiry is close or keep, not 'later'"},
