@@ -305,14 +305,9 @@ static void refuse_undecided(mg_request_t *r, const mg_ctx_t *ctx)
  * (or 503) says more than "names no tenant", and carries the challenge. */
 static int refuse_failed_credential(mg_request_t *r, const mg_refusal_t *why)
 {
-    if (why->status != 401 || (r->auth.outcome != MG_AUTH_FAILED && r->auth.outcome != MG_AUTH_UNAVAILABLE))
+    mg_auth_decision_t d;
+    if (why->status != 401 || !mg_auth_refusal(&r->auth, &d))
         return 0;
-    mg_auth_decision_t d = {.status = r->auth.outcome == MG_AUTH_FAILED ? 401 : 503,
-                            .code = r->auth.outcome == MG_AUTH_FAILED ? "unauthenticated" : "auth-unavailable",
-                            .reason = r->auth.outcome == MG_AUTH_FAILED ? mg_auth_reason_text(r->auth.reason)
-                                                                        : "the keys to verify the credential are not available",
-                            .error = r->auth.outcome == MG_AUTH_FAILED ? "invalid_token" : NULL,
-                            .challenge = r->auth.outcome == MG_AUTH_FAILED ? r->auth.by : NULL};
     mg_request_send_auth(r, &d);
     return 1;
 }

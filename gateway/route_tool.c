@@ -483,10 +483,9 @@ json_t *mg_route_explain(const mg_config_t *conf, const mg_route_query_t *q, con
     int prepared = mg_request_prepare(conf, &pr.head, &alloc, &ctx, &why);
     json_object_set_new(out, "request", request_json(q, &pr.head, &ctx));
     mg__route_explain_auth(conf, &pr.head, &ctx, out);
-    if (prepared != 0 && why.status == 401 && (auth.outcome == MG_AUTH_FAILED || auth.outcome == MG_AUTH_UNAVAILABLE))
-        set_refused(out, auth.outcome == MG_AUTH_FAILED ? 401 : 503,
-                    auth.outcome == MG_AUTH_FAILED ? "unauthenticated" : "auth-unavailable",
-                    mg_auth_reason_text(auth.reason)); /* the handler's refuse_failed_credential */
+    mg_auth_decision_t d;
+    if (prepared != 0 && why.status == 401 && mg_auth_refusal(&auth, &d)) /* as the handler's refuse_failed_credential */
+        set_refused(out, d.status, d.code, d.reason);
     else if (prepared != 0)
         set_refused(out, why.status, why.code, why.reason);
     else

@@ -408,6 +408,10 @@ typedef struct mg_auth_decision {
  */
 void mg_auth_decide(const mg_auth_conf_t *ac, const mg_auth_result_t *res, const struct mg_route *route, mg_ctx_t *ctx,
                     mg_auth_decision_t *d);
+/* The answer a credential that failed (401 invalid_token) or could not be checked (503
+ * auth-unavailable) gets wherever a credential is needed: 1 with *d filled, 0 for any other
+ * outcome. */
+int mg_auth_refusal(const mg_auth_result_t *res, mg_auth_decision_t *d);
 /* The WWW-Authenticate value of a refusal with a challenge: `Bearer realm="R"` (RFC 6750 3.1: no
  * error when no credential came), with `, error="E", error_description="D"` when there is one;
  * `ApiKey realm="R"...` for an api_key authenticator. snprintf-style. */

@@ -51,6 +51,17 @@ static void mg_decide_verified(const mg_auth_result_t *res, mg_route_auth_mode_t
                   res->by);
 }
 
+int mg_auth_refusal(const mg_auth_result_t *res, mg_auth_decision_t *d)
+{
+    if (res->outcome == MG_AUTH_FAILED)
+        mg_refuse(d, 401, "unauthenticated", mg_auth_reason_text(res->reason), "invalid_token", res->by);
+    else if (res->outcome == MG_AUTH_UNAVAILABLE) /* no usable key: not the client's fault, and it may pass once fetched */
+        mg_refuse(d, 503, "auth-unavailable", "the keys to verify the credential are not available", NULL, NULL);
+    else
+        return 0;
+    return 1;
+}
+
 void mg_auth_decide(const mg_auth_conf_t *ac, const mg_auth_result_t *res, const mg_route_t *route, mg_ctx_t *ctx,
                     mg_auth_decision_t *d)
 {
@@ -64,17 +75,12 @@ void mg_auth_decide(const mg_auth_conf_t *ac, const mg_auth_result_t *res, const
     case MG_AUTH_VERIFIED:
         mg_decide_verified(res, mode, from, route, ctx, d);
         return;
-    case MG_AUTH_FAILED:
+    default: /* failed, or could not be checked: only a route that needs no credential goes on */
         if (mode != MG_ROUTE_AUTH_NONE)
-            mg_refuse(d, 401, "unauthenticated", mg_auth_reason_text(res->reason), "invalid_token", res->by);
-        break;
-    case MG_AUTH_UNAVAILABLE:
-        /* no usable key: not the client's fault, and it may pass once the keys are fetched */
-        if (mode != MG_ROUTE_AUTH_NONE)
-            mg_refuse(d, 503, "auth-unavailable", "the keys to verify the credential are not available", NULL, NULL);
+            mg_auth_refusal(res, d);
+        d->anonymous = d->status == 0;
         break;
     }
-    d->anonymous = d->status == 0;
 }
 
 size_t mg_auth_challenge(const mg_auth_decision_t *d, char *buf, size_t size)

@@ -16,7 +16,9 @@
 #define MG_FETCH_MAX_URLS 64
 #define MG_FETCH_IDLE_MS 1000 /* the longest sleep: a reload's new urls are noticed within it */
 
+/* Per authenticator name and url: a reload that keeps both keeps the schedule. */
 typedef struct mg_fetch_state {
+    char *name;
     char *url;
     int64_t next_ms; /* monotonic; 0: at once */
     uint64_t backoff_ms;
@@ -139,22 +141,28 @@ static int mg_fetch(const mg_authenticator_t *a)
     return 0;
 }
 
-static mg_fetch_state_t *mg_state_of(mg_auth_fetcher_t *f, const char *url)
+static mg_fetch_state_t *mg_state_of(mg_auth_fetcher_t *f, const mg_authenticator_t *a)
 {
     for (size_t i = 0; i < f->num_states; i++)
-        if (strcmp(f->states[i].url, url) == 0)
+        if (strcmp(f->states[i].url, a->jwks_url) == 0 && strcmp(f->states[i].name, a->name) == 0)
             return &f->states[i];
     if (f->num_states == MG_FETCH_MAX_URLS)
         return NULL;
-    mg_fetch_state_t *st = &f->states[f->num_states++];
-    *st = (mg_fetch_state_t){.url = strdup(url), .backoff_ms = 1000};
-    return st->url != NULL ? st : (f->num_states--, NULL);
+    mg_fetch_state_t *st = &f->states[f->num_states];
+    *st = (mg_fetch_state_t){.name = strdup(a->name), .url = strdup(a->jwks_url), .backoff_ms = 1000};
+    if (st->name == NULL || st->url == NULL) {
+        free(st->name);
+        free(st->url);
+        return NULL;
+    }
+    f->num_states++;
+    return st;
 }
 
 /* Fetches `a` when it is due (under f->lock, released for the fetch itself); 1 when it fetched. */
 static int mg_visit(mg_auth_fetcher_t *f, const mg_authenticator_t *a, int64_t *wake_ms)
 {
-    mg_fetch_state_t *st = mg_state_of(f, a->jwks_url);
+    mg_fetch_state_t *st = mg_state_of(f, a);
     if (st == NULL)
         return 0;
     mg_keyring_set_waker(a->keys, &f->lock, &f->cond);
@@ -259,8 +267,10 @@ void mg_auth_fetcher_stop(mg_auth_fetcher_t *f)
     if (running && f->thread != 0)
         pthread_join(f->thread, NULL);
     mg_forget_wakers(f);
-    for (size_t i = 0; i < f->num_states; i++)
+    for (size_t i = 0; i < f->num_states; i++) {
+        free(f->states[i].name);
         free(f->states[i].url);
+    }
     pthread_mutex_destroy(&f->lock);
     pthread_cond_destroy(&f->cond);
     free(f);

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "gateway/config/internal.h"
 
@@ -234,8 +235,10 @@ static void read_jwks_file(mg_config_loader_t *cl, const mg_node_t *node, mg_aut
     }
     if (skipped != 0)
         mg_errors_warn(cl->errs, node, "'%s': %zu key%s not used (%s)", a->jwks_file, skipped, skipped == 1 ? "" : "s", warn);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
     a->keys = mg_keyring_new();
-    mg_keyring_install(a->keys, ks, 0);
+    mg_keyring_install(a->keys, ks, (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000);
 }
 
 /* A JWKS url: http or https, no control character or space (it goes into a log line). */

@@ -450,7 +450,7 @@ void mg_ws_bridge_start(mg_request_t *r, const mg_ctx_t *ctx)
     h2o_buffer_init(&b->msg, &h2o_socket_buffer_prototype);
     mg_timer_init(&b->timer, &b->w->timers, on_timer);
     snprintf(b->request_id, sizeof(b->request_id), "%.*s", (int)r->request_id.len, r->request_id.base);
-    mg_ws_expiry_keep(&b->expiry, r->auth.identity);
+    mg_ws_expiry_keep(&b->expiry, r);
     if (copy_ctx(b, ctx) != 0 || build_headers(b, r) != 0) {
         bridge_free(b);
         mg_request_send_error(r, 503, "backend-unavailable", "out of memory");

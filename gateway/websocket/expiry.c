@@ -6,16 +6,18 @@
  */
 #include "gateway/websocket/internal.h"
 
-void mg_ws_expiry_keep(mg_ws_expiry_t *e, mg_identity_t *id)
+void mg_ws_expiry_keep(mg_ws_expiry_t *e, const mg_request_t *r)
 {
-    e->identity = mg_identity_retain(id);
+    const mg_route_t *from;
+    e->identity = mg_identity_retain(r->auth.identity);
+    e->enforce = mg_route_auth(r->route, &from) != MG_ROUTE_AUTH_NONE;
 }
 
 void mg_ws_expiry_arm(mg_ws_expiry_t *e, mg_worker_t *w, const mg_config_t *conf, void (*cb)(mg_timer_t *))
 {
     const mg_identity_t *id = e->identity;
     mg_timer_init(&e->timer, &w->timers, cb);
-    if (id == NULL || id->exp == INT64_MAX || conf->websocket.keep_expired_sessions)
+    if (id == NULL || id->exp == INT64_MAX || !e->enforce || conf->websocket.keep_expired_sessions)
         return;
     int64_t left_ms = id->exp < INT64_MAX / 1000 ? id->exp * 1000 - mg_realtime_ms() : INT64_MAX;
     mg_timer_set(&e->timer, left_ms > 0 ? (uint64_t)left_ms : 0);

@@ -48,13 +48,15 @@ void mg_ws_session_unregister(mg_ws_session_t *s);
  */
 typedef struct mg_ws_expiry {
     mg_identity_t *identity; /* the upgrade's verified identity (one reference), or NULL */
+    int enforce;             /* the route needs a credential: its expiry ends the session */
     mg_timer_t timer;        /* set for the token's exp, unless websocket.on_token_expiry: keep */
 } mg_ws_expiry_t;
 
-/* Keeps `id` (one more reference; NULL: none) for the session. The struct starts zeroed. */
-void mg_ws_expiry_keep(mg_ws_expiry_t *e, mg_identity_t *id);
+/* Keeps the identity of `r`'s credential (one more reference; none without one) for the session.
+ * The struct starts zeroed. */
+void mg_ws_expiry_keep(mg_ws_expiry_t *e, const mg_request_t *r);
 /* Once the session is open: `cb` runs when its token expires (at once when it already has), unless
- * on_token_expiry: keep or the token has no exp. */
+ * on_token_expiry: keep, the token has no exp, or the route needs no credential (auth: none). */
 void mg_ws_expiry_arm(mg_ws_expiry_t *e, mg_worker_t *w, const mg_config_t *conf, void (*cb)(mg_timer_t *));
 /* The session ends: the timer stops and the identity is released (any time, armed or not). */
 void mg_ws_expiry_stop(mg_ws_expiry_t *e);

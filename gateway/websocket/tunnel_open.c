@@ -295,7 +295,7 @@ void mg_ws_tunnel_start(mg_request_t *r)
     t->target = build_target(r);
     snprintf(t->tenant, sizeof(t->tenant), "%.*s", (int)r->tenant.len, r->tenant.base);
     snprintf(t->peer, sizeof(t->peer), "%.*s", (int)r->peer.len, r->peer.base);
-    mg_ws_expiry_keep(&t->expiry, r->auth.identity);
+    mg_ws_expiry_keep(&t->expiry, r);
     if (t->head == NULL || t->target == NULL) {
         mg__ws_tunnel_free(t);
         mg_request_send_error(r, 503, "backend-unavailable", "out of memory");

@@ -41,10 +41,12 @@ def test_a_new_kid_is_picked_up_and_a_removed_one_stops_without_a_reload(start_g
         srv.serve(jwks(k1, k2))
         t2 = k2.sign()
         # the unknown kid makes the gateway fetch at once (its own request may come before the keys)
-        assert wait_until(lambda: status_of(gw, t2)[0] == 200, 5), "the new kid was never picked up"
+        assert wait_until(lambda: status_of(gw, t2)[0] == 200, 5), \
+            f"the new kid was never picked up ({srv.count()} fetches):\n{gw.stderr()[-2000:]}"
         srv.serve(jwks(k2))
         t1 = k1.sign()
-        assert wait_until(lambda: status_of(gw, t1)[0] == 401, 8), "a removed key kept verifying"
+        assert wait_until(lambda: status_of(gw, t1)[0] == 401, 8), \
+            f"a removed key kept verifying ({srv.count()} fetches):\n{gw.stderr()[-2000:]}"
         assert 'error_description="the token\'s signing key is unknown"' in status_of(gw, t1)[1]["WWW-Authenticate"]
         assert status_of(gw, t2)[0] == 200
     finally:
