@@ -13,9 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "gateway/process.h"
-#include "gateway/dispatch.h"
-#include "gateway/limits.h"
-#include "gateway/store.h"
+#include "gateway/request/request.h"
+#include "gateway/quota/quota.h"
 
 typedef struct mg_conf_hold {
     mg_config_t *conf; /* one reference */

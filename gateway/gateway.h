@@ -1,9 +1,10 @@
 /*
- * gateway: the process. Listeners, worker threads with their h2o loops, the request handler,
- * dispatch through the backends' schedulers, limits, logs and shutdown; its rooms are config/
- * (the configuration, config.h), backend/ (talking to backends), websocket/ (tunnel, bridge,
- * sessions), admin/ (the admin API) and connections/ (client connections and their caps).
- * docs/architecture.md has the map.
+ * gateway: the process. Listeners, worker threads with their h2o loops, signals, timers, reloads
+ * and shutdown; its rooms are request/ (the request path, request.h), quota/ (the quotas at
+ * request time), auth/ (who is calling), config/ (the configuration, config.h), backend/ (talking
+ * to backends), websocket/ (tunnel, bridge, sessions), admin/ (the admin API), connections/
+ * (client connections and their caps) and route_tool/ (`matchgate route`). docs/architecture.md
+ * has the map.
  */
 #ifndef MG_GATEWAY_H
 #define MG_GATEWAY_H

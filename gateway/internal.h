@@ -1,9 +1,9 @@
 /*
- * gateway internals: the worker, the request and the timer, which every part of the gateway
- * shares (not a public door: other modules use gateway.h). Each part has a header of its own for
- * the rest: headers.h, accesslog.h, client_watch.h, limits.h, dispatch.h, process.h here, and a
- * door per room (config/config.h, backend/backend.h, websocket/websocket.h, admin/admin.h,
- * connections/connections.h). Everything here runs on a worker thread unless said otherwise.
+ * gateway internals: the worker, the request and the timer, which every room of the gateway
+ * shares (not a public door: other modules use gateway.h). process.h has the process's own, and
+ * each room a door (request/request.h, quota/quota.h, auth/auth.h, config/config.h,
+ * backend/backend.h, websocket/websocket.h, admin/admin.h, connections/connections.h,
+ * route_tool/route_tool.h). Everything here runs on a worker thread unless said otherwise.
  */
 #ifndef MG_GATEWAY_INTERNAL_H
 #define MG_GATEWAY_INTERNAL_H
@@ -190,8 +190,9 @@ mg_config_t *mg_worker_conf_hold(mg_worker_t *w);
 void mg_worker_conf_drop(mg_worker_t *w, mg_config_t *conf);
 
 /* ---------------------------------------------------------------------------------------
- * The request: taken by the handler (handler.c), checked (request_check.c), answered by the
- * gateway (response.c) or through dispatch (dispatch.c) by the backend side (gateway/backend/).
+ * The request: taken by the handler (request/handler.c), checked (request/request_check.c),
+ * answered by the gateway (request/response.c) or through dispatch (request/dispatch.c) by the
+ * backend side (gateway/backend/).
  */
 
 /* One accepted request, from on_req until h2o disposes it (allocated in the request's pool). */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/gateway.h"
-#include "gateway/route_tool.h"
+#include "gateway/route_tool/route_tool.h"
 
 static void usage(FILE *out)
 {

@@ -16,10 +16,9 @@
 #include <unistd.h>
 #include <openssl/err.h>
 #include "gateway/internal.h"
-#include "gateway/store.h"
-#include "gateway/dispatch.h"
+#include "gateway/quota/quota.h"
+#include "gateway/request/request.h"
 #include "gateway/process.h"
-#include "gateway/tenant_totals.h"
 #include "gateway/admin/admin.h"
 #include "gateway/backend/backend.h"
 #include "gateway/connections/connections.h"
@@ -140,7 +139,7 @@ static int worker_done(mg_worker_t *w)
 #define MG_SOCKET_BUFFERS_KEPT 512
 #endif
 
-/* Small shared allocations (every request's state, gateway/handler.c) a worker keeps for reuse:
+/* Small shared allocations (every request's state, gateway/request/handler.c) a worker keeps for reuse:
  * h2o 2.2.5 mallocs and frees each, deps/h2o patch 0007 lets a thread recycle them. 1024 covers
  * the requests of 1,000 connections at once (1 MiB kept at most). None under AddressSanitizer. */
 #if defined(H2O_HAS_SHARED_RECYCLER) && !defined(__SANITIZE_ADDRESS__)

@@ -66,8 +66,8 @@ static void mg_auth_read_mode(const mg_route_env_t *env, mg_route_t *r, const mg
     } else if (strcmp(s, "optional") == 0) {
         r->auth.mode = MG_ROUTE_AUTH_OPTIONAL;
     } else if (!mg_auth_name_ok(s, node->u.scalar.len)) {
-        mg_errors_add(env->errs, node, "invalid 'auth' value '%s' (expected an authenticator's name, a list of them, none or optional)",
-                      s);
+        mg_errors_add(env->errs, node,
+                      "invalid 'auth' value '%s' (expected an authenticator's name, a list of them, none or optional)", s);
     } else {
         r->auth.names = calloc(1, sizeof(*r->auth.names));
         if (r->auth.names == NULL)
@@ -106,7 +106,8 @@ void mg__route_auth_read(const mg_route_env_t *env, mg_route_t *r, const mg_node
     mg_auth_read_require(env, r, require);
     /* a requirement needs a credential to test: on a route that asks for none it could never be met */
     if (r->auth_from == NULL || r->auth_from->auth.mode == MG_ROUTE_AUTH_NONE)
-        mg_errors_add(env->errs, require, "'require' needs a credential: give this route (or a parent) 'auth: NAME' or 'auth: optional'");
+        mg_errors_add(env->errs, require,
+                      "'require' needs a credential: give this route (or a parent) 'auth: NAME' or 'auth: optional'");
 }
 
 void mg__route_auth_free(mg_route_t *r)

@@ -28,6 +28,46 @@ int mg__method_check(const mg_node_t *node, mg_errors_t *errs);
 void mg__template_each_var(const mg_template_t *t, void (*fn)(void *arg, mg_str_t name), void *arg);
 
 /* ---------------------------------------------------------------------------------------
+ * A compiled template (template.c compiles it, expand.c expands it)
+ */
+typedef enum mg_piece_kind {
+    MG_PIECE_LITERAL,
+    MG_PIECE_TENANT,
+    MG_PIECE_HOST,
+    MG_PIECE_PATH,
+    MG_PIECE_QUERY,
+    MG_PIECE_METHOD,
+    MG_PIECE_VAR,         /* remainder, a named capture or a bridge's msg.<field> (bound by the gateway) */
+    MG_PIECE_HEADER,      /* ${header.<Name>}: text is the lower-case name */
+    MG_PIECE_QUERY_PARAM, /* ${query.<name>}: text is the parameter name */
+    MG_PIECE_CLAIM,       /* ${claim.<name>}: text is the claim's (dotted) name */
+} mg_piece_kind_t;
+
+typedef struct mg_piece {
+    mg_piece_kind_t kind;
+    mg_template_target_t target; /* how values are written: a URL's are a path's, a query's after its '?' */
+    int may_be_bound;            /* a builtin that a capture of the same name shadows */
+    mg_str_t text;               /* literal text or name, in the template's `strings` */
+} mg_piece_t;
+
+struct mg_template {
+    mg_template_target_t target;
+    size_t num_vars; /* pieces that are not literals */
+    char *source;    /* as written, NUL-terminated */
+    size_t source_len;
+    char *strings; /* literal texts ("$$" unescaped) and names */
+    mg_piece_t *pieces;
+    size_t num_pieces;
+};
+
+typedef enum mg_value_form {
+    MG_FORM_PLAIN,
+    MG_FORM_ENCODED,
+    MG_FORM_QUERY_VALUE,
+    MG_FORM_OPAQUE,
+} mg_value_form_t;
+
+/* ---------------------------------------------------------------------------------------
  * Reading terminals
  */
 

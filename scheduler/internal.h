@@ -202,6 +202,34 @@ void mg__sched_key_settle(mg_sched_t *s, mg__sched_key_t *k, mg__outbox_t *o);
 /* Under every lock: moves each waiting key to the ring of its next task's priority (after
  * high_burst changed, which decides it). */
 void mg__sched_rering(mg_sched_t *s);
+
+/* The machinery submit.c drives (sched.c): slots, places among the waiting, rings, waiting
+ * lists, keys. */
+/* A free slot taken without a lock (CAS on in_flight): 1, or 0 when all are taken. */
+int mg__sched_slot_take(mg_sched_t *s);
+/* Under the backend lock, for an entry with a task to start: 1 when it got a slot; 0 when it
+ * must wait, registered in nready (the caller puts it in a ring or unregisters it). */
+int mg__sched_slot_or_register(mg_sched_t *s);
+/* Gives a slot back: to the next ring entry under the backend lock when entries wait, else
+ * without a lock (an entry that came meanwhile gets it through the pump). */
+void mg__sched_slot_release(mg_sched_t *s, mg__outbox_t *o);
+/* 1 for the results that leave a task waiting (QUEUED, QUEUED_FULL). */
+int mg__sched_is_queued(mg_sched_result_t r);
+/* Reserves a place among the waiting for `t` of key `k` (NULL: unordered) and group `g`: QUEUED or
+ * QUEUED_FULL, or the refusal with nothing kept. Under the lock that guards the task's wait. */
+mg_sched_result_t mg__sched_place_reserve(mg_sched_t *s, const mg__sched_key_t *k, mg_sched_task_t *t, const mg_sched_names_t *g);
+/* Under the backend lock: an entry already registered in nready joins the ring of `prio`; an
+ * entry leaves its ring. */
+void mg__sched_ring_push_registered(mg_sched_t *s, mg__node_t *n, int prio);
+void mg__sched_ring_remove(mg_sched_t *s, mg__node_t *n);
+/* Under the backend lock: an unordered task starts or stops waiting. */
+void mg__sched_uwait_add(mg_sched_t *s, mg_sched_task_t *t);
+void mg__sched_uwait_remove(mg_sched_t *s, mg_sched_task_t *t);
+/* Under the shard's lock: `t` waits behind the tasks of `k`. */
+void mg__sched_key_enqueue(mg_sched_t *s, mg__sched_key_t *k, mg_sched_task_t *t);
+/* Under the shard's lock: the running task `t` of `k` completed. 1 when the caller must give the
+ * task's slot back (mg__sched_slot_release, once the shard's lock is released). */
+int mg__sched_key_done(mg_sched_t *s, mg__sched_key_t *k, mg_sched_task_t *t, mg__outbox_t *o);
 /* Takes every shard's lock (in order) and the backend's, and gives them back: what guards the
  * keys, the rings, the waiting tasks and cfg (readers of cfg hold one of them). */
 void mg__lock_all(mg_sched_t *s);

@@ -97,7 +97,7 @@ uint64_t mg_sched_now_us(void)
 
 /* ---- slots ------------------------------------------------------------------------------ */
 
-static int slot_take(mg_sched_t *s)
+int mg__sched_slot_take(mg_sched_t *s)
 {
     uint32_t max = atomic_load_explicit(&s->max_in_flight, memory_order_relaxed);
     uint32_t v = atomic_load(&s->in_flight);
@@ -121,11 +121,11 @@ static int slot_keepable(mg_sched_t *s, int counted)
 /* Under the backend lock, for an entry with a task to start: 1 when it got a slot (nobody waits
  * for one and one is free); 0 when it must wait, and then it is registered in nready (W, C
  * above): the caller puts it in a ring (ring_push_registered) or unregisters it. */
-static int slot_or_register(mg_sched_t *s)
+int mg__sched_slot_or_register(mg_sched_t *s)
 {
     atomic_fetch_add(&s->nready, 1);
     MG__SCHED_HOOK(1);
-    if (mg__nring(s) == 0 && slot_take(s)) {
+    if (mg__nring(s) == 0 && mg__sched_slot_take(s)) {
         atomic_fetch_sub(&s->nready, 1);
         return 1;
     }
@@ -138,7 +138,7 @@ static void pass_slot(mg_sched_t *s, mg__outbox_t *o);
 /* Gives a slot back. When entries wait, under the backend lock straight to the next one;
  * otherwise without a lock (D, R above), and an entry that came meanwhile gets it through the
  * pump. */
-static void slot_release(mg_sched_t *s, mg__outbox_t *o)
+void mg__sched_slot_release(mg_sched_t *s, mg__outbox_t *o)
 {
     MG__SCHED_HOOK(7);
     if (atomic_load(&s->nready)) {
@@ -207,7 +207,7 @@ static void group_leave(mg_sched_t *s, mg_sched_task_t *t)
     pthread_mutex_unlock(&gs->lock);
 }
 
-static int is_queued(mg_sched_result_t r)
+int mg__sched_is_queued(mg_sched_result_t r)
 {
     return r == MG_SCHED_QUEUED || r == MG_SCHED_QUEUED_FULL;
 }
@@ -216,7 +216,7 @@ static int is_queued(mg_sched_result_t r)
  * group `g`: QUEUED or QUEUED_FULL, or the refusal with nothing kept. The shares come first, so
  * that a key or group over its share is refused before the backend's whole queue is. Under the
  * lock that guards the task's wait. */
-static mg_sched_result_t place_reserve(mg_sched_t *s, const mg__sched_key_t *k, mg_sched_task_t *t, const mg_sched_names_t *g)
+mg_sched_result_t mg__sched_place_reserve(mg_sched_t *s, const mg__sched_key_t *k, mg_sched_task_t *t, const mg_sched_names_t *g)
 {
     uint64_t *refused = k ? &s->shards[k->shard].share_refused : &s->share_refused;
     if (k && s->cfg.key_queue_max && k->waiting >= s->cfg.key_queue_max) {
@@ -239,7 +239,7 @@ static mg_sched_result_t place_reserve(mg_sched_t *s, const mg__sched_key_t *k, 
 
 /* ---- rings (under the backend lock) ----------------------------------------------------- */
 
-static void ring_push_registered(mg_sched_t *s, mg__node_t *n, int prio)
+void mg__sched_ring_push_registered(mg_sched_t *s, mg__node_t *n, int prio)
 {
     n->priority = (uint8_t)prio;
     mg__link_insert_before(&s->ring[prio], &n->link);
@@ -251,7 +251,7 @@ static void ring_push_registered(mg_sched_t *s, mg__node_t *n, int prio)
 static void ring_push(mg_sched_t *s, mg__node_t *n, int prio)
 {
     atomic_fetch_add(&s->nready, 1);
-    ring_push_registered(s, n, prio);
+    mg__sched_ring_push_registered(s, n, prio);
 }
 
 static void ring_unlink(mg_sched_t *s, mg__node_t *n)
@@ -262,7 +262,7 @@ static void ring_unlink(mg_sched_t *s, mg__node_t *n)
         atomic_fetch_sub(&s->nready_high, 1);
 }
 
-static void ring_remove(mg_sched_t *s, mg__node_t *n)
+void mg__sched_ring_remove(mg_sched_t *s, mg__node_t *n)
 {
     ring_unlink(s, n);
     atomic_fetch_sub(&s->nready, 1);
@@ -274,7 +274,7 @@ static void ring_move(mg_sched_t *s, mg__node_t *n, int prio)
 {
     ring_unlink(s, n);
     MG__SCHED_HOOK(5);
-    ring_push_registered(s, n, prio);
+    mg__sched_ring_push_registered(s, n, prio);
 }
 
 /* The next entry to get a slot: the high ring first, but not more than high_burst times in
@@ -292,7 +292,7 @@ static mg__node_t *ring_pick(mg_sched_t *s)
         return NULL;
     }
     mg__node_t *n = (mg__node_t *)s->ring[prio].next;
-    ring_remove(s, n);
+    mg__sched_ring_remove(s, n);
     return n;
 }
 
@@ -310,14 +310,14 @@ static void fifo_add(mg__link_t *fifo, mg_sched_task_t *t)
 }
 
 /* An unordered task waits (backend lock). */
-static void uwait_add(mg_sched_t *s, mg_sched_task_t *t)
+void mg__sched_uwait_add(mg_sched_t *s, mg_sched_task_t *t)
 {
     fifo_add(&s->fifo, t);
     s->uwaiting++;
     s->uwaiting_high += t->mg__.node.priority == HIGH;
 }
 
-static void uwait_remove(mg_sched_t *s, mg_sched_task_t *t)
+void mg__sched_uwait_remove(mg_sched_t *s, mg_sched_task_t *t)
 {
     mg__link_remove(&t->mg__.fifo);
     s->uwaiting--;
@@ -337,7 +337,7 @@ static mg_sched_task_t *key_peek(const mg_sched_t *s, const mg__sched_key_t *k, 
     return high || normal ? mg__task_of_link(k->queue[*prio].next) : NULL;
 }
 
-static void key_enqueue(mg_sched_t *s, mg__sched_key_t *k, mg_sched_task_t *t)
+void mg__sched_key_enqueue(mg_sched_t *s, mg__sched_key_t *k, mg_sched_task_t *t)
 {
     mg__shard_t *sh = &s->shards[k->shard];
     t->mg__.key = k;
@@ -391,7 +391,7 @@ void mg__sched_key_settle(mg_sched_t *s, mg__sched_key_t *k, mg__outbox_t *o)
     /* IN_RING, unless the backend has granted it since: then its starter settles it */
     if (mg__sched_key_ring_state(k) == MG__KEY_IN_RING) {
         if (k->waiting == 0) {
-            ring_remove(s, &k->ring);
+            mg__sched_ring_remove(s, &k->ring);
             mg__sched_key_set_ring_state(k, MG__KEY_NONE);
             pthread_mutex_unlock(&s->lock);
             key_release(s, k, o);
@@ -439,14 +439,14 @@ static void grant(mg_sched_t *s, mg__node_t *n, mg__outbox_t *o)
         return;
     }
     mg_sched_task_t *t = MG__CONTAINER(n, mg_sched_task_t, mg__.node);
-    uwait_remove(s, t);
+    mg__sched_uwait_remove(s, t);
     t->mg__.node.counted = 1;
     mg__outbox_add(o, t, MG_SCHED_RUN);
 }
 
 void mg__pump(mg_sched_t *s, mg__outbox_t *o)
 {
-    while (mg__nring(s) && slot_take(s))
+    while (mg__nring(s) && mg__sched_slot_take(s))
         grant(s, ring_pick(s), o);
 }
 
@@ -466,7 +466,7 @@ static void start_granted(mg_sched_t *s, mg__sched_key_t *k, mg__outbox_t *o)
         key_start(s, k, o, 1, 1);
     pthread_mutex_unlock(&sh->lock);
     if (nothing)
-        slot_release(s, o);
+        mg__sched_slot_release(s, o);
 }
 
 void mg__flush(mg_sched_t *s, mg__outbox_t *o)
@@ -497,7 +497,7 @@ static void pass_slot(mg_sched_t *s, mg__outbox_t *o)
 
 /* Under the shard's lock: the running task `t` of `k` completed. Returns 1 when the caller must
  * give the task's slot back (with slot_release, once the shard's lock is released). */
-static int key_done(mg_sched_t *s, mg__sched_key_t *k, mg_sched_task_t *t, mg__outbox_t *o)
+int mg__sched_key_done(mg_sched_t *s, mg__sched_key_t *k, mg_sched_task_t *t, mg__outbox_t *o)
 {
     int prio, counted = t->mg__.node.counted;
     k->running = NULL;
@@ -526,168 +526,4 @@ static int key_done(mg_sched_t *s, mg__sched_key_t *k, mg_sched_task_t *t, mg__o
         mg__pump(s, o);
     pthread_mutex_unlock(&s->lock);
     return 0;
-}
-
-/* ---- submit and complete ---------------------------------------------------------------- */
-
-/* A new key with its first task: starts at once when a slot is free and nobody waits for one,
- * else waits in a ring. Under the shard's lock; takes the backend's when it cannot start. */
-static mg_sched_result_t submit_new_key(mg_sched_t *s, mg__shard_t *sh, mg__sched_key_t *k, mg_sched_task_t *t,
-                                        const mg_sched_names_t *g)
-{
-    int counted = atomic_load_explicit(&s->max_in_flight, memory_order_relaxed) != 0;
-    if (!counted || (atomic_load(&s->nready) == 0 && slot_take(s)))
-        goto Started;
-    pthread_mutex_lock(&s->lock);
-    if (slot_or_register(s)) {
-        pthread_mutex_unlock(&s->lock);
-        goto Started;
-    }
-    mg_sched_result_t r = place_reserve(s, k, t, g);
-    if (!is_queued(r)) {
-        atomic_fetch_sub(&s->nready, 1);
-        pthread_mutex_unlock(&s->lock);
-        free(k);
-        return r;
-    }
-    mg__sched_keytab_insert(&sh->tab, k);
-    key_enqueue(s, k, t);
-    mg__sched_key_set_ring_state(k, MG__KEY_IN_RING);
-    ring_push_registered(s, &k->ring, t->mg__.node.priority);
-    pthread_mutex_unlock(&s->lock);
-    return r;
-Started:
-    k->running = t;
-    k->turns = 1;
-    t->mg__.key = k;
-    t->mg__.node.shard = k->shard;
-    t->mg__.node.counted = (uint8_t)counted;
-    mg__task_set_state(t, MG__TASK_RUNNING);
-    mg__sched_keytab_insert(&sh->tab, k);
-    return MG_SCHED_STARTED;
-}
-
-/* Under the shard's lock. */
-static mg_sched_result_t submit_ordered(mg_sched_t *s, mg__shard_t *sh, mg_sched_task_t *t, const mg_sched_names_t *n,
-                                        uint64_t hash)
-{
-    mg__sched_key_t *k = mg__sched_keytab_find(&sh->tab, n->key, n->key_len, hash);
-    if (!k) {
-        if (!(k = mg__sched_key_new(n->key, n->key_len, hash)))
-            return MG_SCHED_NOMEM;
-        k->shard = (uint8_t)(sh - s->shards);
-        return submit_new_key(s, sh, k, t, n);
-    }
-    if (k->draining)
-        return MG_SCHED_DRAINING;
-    mg_sched_result_t r = place_reserve(s, k, t, n);
-    if (!is_queued(r))
-        return r;
-    key_enqueue(s, k, t);
-    if (!k->running && mg__sched_key_ring_state(k) == MG__KEY_IN_RING) {
-        mg__outbox_t none = MG__OUTBOX_INIT(none);
-        mg__sched_key_settle(s, k, &none); /* a high task may move it to the high ring; releases nothing */
-    }
-    return r;
-}
-
-/* Unordered: no key, and no lock while a slot is free and nobody waits for one. */
-static mg_sched_result_t submit_unordered(mg_sched_t *s, mg_sched_task_t *t, const mg_sched_names_t *g)
-{
-    uint32_t max = atomic_load_explicit(&s->max_in_flight, memory_order_relaxed);
-    if (max == 0 || (atomic_load(&s->nready) == 0 && slot_take(s))) {
-        t->mg__.node.counted = max != 0;
-        mg__task_set_state(t, MG__TASK_RUNNING);
-        return MG_SCHED_STARTED;
-    }
-    mg_sched_result_t r = MG_SCHED_STARTED;
-    pthread_mutex_lock(&s->lock);
-    if (slot_or_register(s)) {
-        t->mg__.node.counted = 1;
-        mg__task_set_state(t, MG__TASK_RUNNING);
-    } else if (!is_queued(r = place_reserve(s, NULL, t, g))) {
-        atomic_fetch_sub(&s->nready, 1);
-    } else {
-        uwait_add(s, t);
-        ring_push_registered(s, &t->mg__.node, t->mg__.node.priority);
-    }
-    pthread_mutex_unlock(&s->lock);
-    return r;
-}
-
-mg_sched_result_t mg_sched_submit_group(mg_sched_t *s, mg_sched_task_t *t, const mg_sched_names_t *names,
-                                        mg_sched_priority_t priority, uint64_t now_us)
-{
-    mg_sched_names_t n = *names;
-    t->mg__.node.kind = MG__NODE_TASK;
-    t->mg__.node.priority = priority == MG_SCHED_HIGH ? HIGH : NORMAL;
-    t->mg__.node.counted = 0;
-    t->mg__.key = NULL;
-    t->mg__.group = NULL;
-    t->mg__.submitted_us = now_us;
-    if (n.group_len > MG_SCHED_MAX_KEY_LEN)
-        n.group_len = MG_SCHED_MAX_KEY_LEN;
-    if (!n.key || !n.key_len)
-        return submit_unordered(s, t, &n);
-    if (n.key_len > MG_SCHED_MAX_KEY_LEN)
-        n.key_len = MG_SCHED_MAX_KEY_LEN;
-    uint64_t hash = mg__sched_key_hash(s, n.key, n.key_len);
-    mg__shard_t *sh = mg__shard_of(s, hash);
-    pthread_mutex_lock(&sh->lock);
-    mg_sched_result_t r = submit_ordered(s, sh, t, &n, hash);
-    pthread_mutex_unlock(&sh->lock);
-    return r;
-}
-
-mg_sched_result_t mg_sched_submit(mg_sched_t *s, mg_sched_task_t *t, const char *key, size_t len, mg_sched_priority_t priority,
-                                  uint64_t now_us)
-{
-    mg_sched_names_t n = {key, len, NULL, 0};
-    return mg_sched_submit_group(s, t, &n, priority, now_us);
-}
-
-int mg_sched_complete(mg_sched_t *s, mg_sched_task_t *t)
-{
-    if (mg__task_state(t) != MG__TASK_RUNNING)
-        return -1;
-    mg__task_set_state(t, MG__TASK_DONE);
-    mg__sched_key_t *k = t->mg__.key;
-    mg__outbox_t o = MG__OUTBOX_INIT(o);
-    int release = t->mg__.node.counted;
-    if (k) {
-        mg__shard_t *sh = &s->shards[t->mg__.node.shard];
-        pthread_mutex_lock(&sh->lock);
-        release = key_done(s, k, t, &o);
-        pthread_mutex_unlock(&sh->lock);
-    }
-    if (release)
-        slot_release(s, &o);
-    mg__flush(s, &o);
-    return 0;
-}
-
-void mg__withdraw(mg_sched_t *s, mg_sched_task_t *t, mg__outbox_t *o)
-{
-    mg__sched_key_t *k = t->mg__.key;
-    if (!k) {
-        ring_remove(s, &t->mg__.node);
-        uwait_remove(s, t);
-        return;
-    }
-    mg__sched_key_unqueue(s, k, t);
-    mg__sched_key_settle(s, k, o);
-}
-
-void mg_sched_deliver(mg_sched_task_t *t)
-{
-    mg_sched_status_t status = (mg_sched_status_t)t->mg__.node.status;
-    mg__task_set_state(t, status == MG_SCHED_RUN ? MG__TASK_RUNNING : MG__TASK_DONE);
-    t->run(t, status);
-}
-
-void mg_sched_task_init(mg_sched_task_t *t, mg_sched_run_cb run, void *owner)
-{
-    memset(t, 0, sizeof(*t));
-    t->run = run;
-    t->owner = owner;
 }

@@ -12,7 +12,7 @@
 #include <string.h>
 #include "gateway/admin/internal.h"
 #include "gateway/backend/backend.h"
-#include "gateway/dispatch.h"
+#include "gateway/request/request.h"
 
 static const char *const state_names[] = {"healthy", "ejected", "unhealthy", "draining", "disabled"};
 

@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "gateway/admin/internal.h"
-#include "gateway/dispatch.h"
-#include "gateway/store.h"
+#include "gateway/request/request.h"
+#include "gateway/quota/quota.h"
 #include "gateway/connections/connections.h"
 
 typedef struct worker_metric {

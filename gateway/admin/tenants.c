@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/admin/internal.h"
-#include "gateway/limits.h"
-#include "gateway/tenant_totals.h"
+#include "gateway/quota/quota.h"
 
 /* One key copied out of the throttle (the key string is only valid during the callback). */
 typedef struct listed {

@@ -18,7 +18,7 @@
  */
 #include <string.h>
 #include "gateway/backend/internal.h"
-#include "gateway/client_watch.h"
+#include "gateway/request/request.h"
 
 #define HIGH_WATER (256 * 1024)
 

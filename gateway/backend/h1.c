@@ -6,7 +6,7 @@
 #include <string.h>
 #include "gateway/backend/h1.h"
 #include "gateway/format.h"
-#include "gateway/headers.h"
+#include "gateway/request/request.h"
 
 /* ---------------------------------------------------------------------------------------
  * The request head

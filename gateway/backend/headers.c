@@ -2,7 +2,7 @@
  * The header fields between the gateway and a backend: what a backend gets for a request (the
  * client's fields less those of its connection and those the gateway writes, then Host and the
  * X-Forwarded-* and X-Request-Id the gateway adds), and which fields of a backend's response the
- * gateway writes itself. The field syntax rules both directions share are gateway/headers.c's.
+ * gateway writes itself. The field syntax rules both directions share are gateway/request/headers.c's.
  */
 #include <string.h>
 #include "gateway/backend/internal.h"

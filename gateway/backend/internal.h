@@ -6,7 +6,7 @@
 #define MG_GATEWAY_BACKEND_INTERNAL_H
 
 #include "gateway/backend/client.h"
-#include "gateway/headers.h"
+#include "gateway/request/request.h"
 
 /* A worker's backend side (mg_worker_t.backend). */
 typedef struct mg_backend_worker {

@@ -1,6 +1,6 @@
 /*
- * A request made ready for the route tree: what the request handler (gateway/handler.c) and the
- * route tester (`matchgate route`, gateway/route_tool.c) both do between a request's head and
+ * A request made ready for the route tree: what the request handler (gateway/request/handler.c) and the
+ * route tester (`matchgate route`, gateway/route_tool/route_tool.c) both do between a request's head and
  * mg_routes_match, so that the tester shows what the gateway does, by the same code. Pure
  * functions of the configuration and the head; no h2o.
  */

@@ -2,7 +2,7 @@
  * `tenants.store`: the Redis that keeps every quota's count for a fleet of gateways
  * (docs/configuration.md, "tenants.store"). The settings become an mg_store_t (throttle/store.h),
  * immutable and owned by the configuration; each worker's client serves the store of the
- * configuration it runs (gateway/store.c).
+ * configuration it runs (gateway/quota/store.c).
  */
 #include <stdio.h>
 #include <stdlib.h>

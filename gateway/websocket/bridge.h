@@ -8,8 +8,8 @@
 
 #include <jansson.h>
 #include "gateway/websocket/internal.h"
-#include "gateway/dispatch.h"
-#include "gateway/limits.h"
+#include "gateway/request/request.h"
+#include "gateway/quota/quota.h"
 #include "gateway/backend/backend.h"
 
 /* Life of a session (bridge.c has the story). */

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/headers.h"
+#include "gateway/request/headers.h"
 #include "gateway/phr.h"
 #include "h2o/http2.h"
 #include "h2o/http2_internal.h"

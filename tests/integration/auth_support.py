@@ -116,7 +116,8 @@ def jwt_authenticator(jwks_url=None, jwks_file=None, **over):
     """An `auth:` entry of kind jwt with the tests' issuer and audience."""
     conf = {"issuer": ISSUER, "audiences": [AUDIENCE]}
     if jwks_url:
-        conf["jwks"] = {"url": jwks_url, "refresh": "10m", "min_refresh": "30s", "timeout": "1s"}
+        # 5s: a loaded machine must not make the first fetch fail (the gateway waits for it at start)
+        conf["jwks"] = {"url": jwks_url, "refresh": "10m", "min_refresh": "30s", "timeout": "5s"}
     if jwks_file:
         conf["jwks"] = {"file": str(jwks_file)}
     conf.update(over)

@@ -36,7 +36,7 @@ def test_a_new_kid_is_picked_up_and_a_removed_one_stops_without_a_reload(start_g
     srv = JwksServer(jwks(k1))
     try:
         gw = start(start_gateway, backend, srv.url,
-                   jwks={"url": srv.url, "refresh": "2s", "min_refresh": "500ms", "timeout": "1s"})
+                   jwks={"url": srv.url, "refresh": "2s", "min_refresh": "500ms", "timeout": "5s"})
         assert status_of(gw, k1.sign())[0] == 200
         srv.serve(jwks(k1, k2))
         t2 = k2.sign()
@@ -59,7 +59,7 @@ def test_a_failed_fetch_keeps_the_last_good_keys(start_gateway, backend, failure
     srv = JwksServer(jwks(k1))
     try:
         gw = start(start_gateway, backend, srv.url, admin=True,
-                   jwks={"url": srv.url, "refresh": "1s", "min_refresh": "1s", "timeout": "500ms"})
+                   jwks={"url": srv.url, "refresh": "1s", "min_refresh": "1s", "timeout": "2s"})
         token = k1.sign()
         assert status_of(gw, token)[0] == 200
         before = gw.metrics()['matchgate_auth_jwks_fetch_failures_total{authenticator="corp"}']
@@ -69,7 +69,7 @@ def test_a_failed_fetch_keeps_the_last_good_keys(start_gateway, backend, failure
             many = {"keys": [dict(k1.jwk(), kid=f"k{i}") for i in range(1000)]}
             srv.serve({"garbage": b"\x00not json{", "huge": b'{"keys": [' + b" " * (10 << 20) + b"]}", "slow": jwks(k1),
                        "many": many, "status": jwks(k1)}[failure], status=500 if failure == "status" else 200,
-                      delay=3.0 if failure == "slow" else 0.0)
+                      delay=6.0 if failure == "slow" else 0.0)
         failed = wait_until(lambda: gw.metrics()['matchgate_auth_jwks_fetch_failures_total{authenticator="corp"}'] > before, 10)
         assert failed, gw.stderr()[-2000:]
         assert status_of(gw, token)[0] == 200
@@ -96,7 +96,7 @@ def test_a_flood_of_invented_kids_costs_one_fetch_per_min_refresh(start_gateway,
     k1 = SigningKey("ec", "k1")
     srv = JwksServer(jwks(k1))
     try:
-        gw = start(start_gateway, backend, srv.url, jwks={"url": srv.url, "refresh": "10m", "min_refresh": "30s", "timeout": "1s"})
+        gw = start(start_gateway, backend, srv.url, jwks={"url": srv.url, "refresh": "10m", "min_refresh": "30s", "timeout": "5s"})
         assert status_of(gw, k1.sign())[0] == 200
         before = srv.count()
         deadline = time.monotonic() + 10

@@ -74,6 +74,23 @@ def test_a_malformed_test_file_is_an_error(matchgate_bin, tmp_path):
     assert f"{tests}:3:14: unknown key 'rout' (did you mean 'route'?)" in res.stdout
 
 
+@pytest.mark.parametrize("text,message", [
+    ("- request: GET http://a/\n  expect: {status: 404}\n",
+     "1:1: expected a mapping with `tests:` (a list of tests under it), got a sequence"),
+    ("tests: []\n", "1:8: no tests: `tests:` is empty, so nothing would be checked"),
+    ("", "1:1: missing key 'tests'"),
+])
+def test_a_file_that_tests_nothing_fails(matchgate_bin, tmp_path, text, message):
+    tests = tmp_path / "t.yaml"
+    tests.write_text(text)
+
+    res = run_matchgate("route", "-c", EXAMPLES / "branches.yaml", "--expect", tests)
+
+    assert res.returncode == 2  # a CI gate must not pass on a file that checks nothing
+    assert f"{tests}:{message}" in res.stdout
+    assert "0 tests" not in res.stdout
+
+
 def test_text_shows_the_walk_the_failed_conditions_and_what_is_sent(matchgate_bin):
     res = run_matchgate("route", "-c", EXAMPLES / "multi-tenant.yaml", "GET", "http://x.test/api/customer/7?a=1",
                         "-H", "X-User-Type: admin", "-H", "Connection: X-Drop", "-H", "X-Drop: 1")

@@ -1,7 +1,7 @@
-/* gateway/accesslog.c: one JSON object per line. */
+/* gateway/request/accesslog.c: one JSON object per line. */
 #include <criterion/criterion.h>
 #include <string.h>
-#include "gateway/accesslog.h"
+#include "gateway/request/accesslog.h"
 
 Test(accesslog, formats_one_json_line)
 {

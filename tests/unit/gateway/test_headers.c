@@ -1,7 +1,7 @@
 /* Header rules: what crosses the proxy (RFC 9110 7.6.1), and what a client request head may hold. */
 #include <criterion/criterion.h>
 #include <string.h>
-#include "gateway/headers.h"
+#include "gateway/request/headers.h"
 #include "gateway/phr.h"
 
 static int hop(const char *name, const mg_conn_tokens_t *t)

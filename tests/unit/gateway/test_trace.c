@@ -1,10 +1,10 @@
 /*
- * gateway/trace.c: W3C Trace Context's traceparent, parsed (the cases of the specification's
+ * gateway/request/trace.c: W3C Trace Context's traceparent, parsed (the cases of the specification's
  * section 3.2 and the ones its test suite sends) and made.
  */
 #include <criterion/criterion.h>
 #include <string.h>
-#include "gateway/trace.h"
+#include "gateway/request/trace.h"
 
 static int parse(const char *v, char *trace_id, char *flags)
 {

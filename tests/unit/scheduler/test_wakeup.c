@@ -21,6 +21,7 @@
 static void hook(int point);
 #define MG__SCHED_HOOK(point) hook(point)
 #include "scheduler/sched.c"
+#include "scheduler/submit.c"
 #include "scheduler/control.c"
 #include "scheduler/keytab.c"
 #include "scheduler/check.c"

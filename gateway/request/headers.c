@@ -7,7 +7,7 @@
 #include <arpa/inet.h>
 #include <string.h>
 #include <strings.h>
-#include "gateway/headers.h"
+#include "gateway/request/headers.h"
 #include "gateway/phr.h"
 
 static int token_char_is_space(char c)

@@ -9,7 +9,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "gateway/route_tool.h"
+#include "gateway/route_tool/route_tool.h"
 
 #define MAX_HEADERS 64
 

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/store.h"
-#include "gateway/limits.h"
+#include "gateway/quota/store.h"
+#include "gateway/quota/limits.h"
 
 typedef struct mg_store_worker {
     mg_worker_t *w;

@@ -10,9 +10,8 @@
 #include <string.h>
 #include <time.h>
 #include <h2o.h>
-#include "gateway/route_tool.h"
-#include "gateway/headers.h"
-#include "gateway/trace.h"
+#include "gateway/route_tool/route_tool.h"
+#include "gateway/request/request.h"
 
 /* Routes listed under "tried", and failed conditions kept per route: a 100,000-route tree must
  * not make a 100,000-line answer. */
@@ -307,7 +306,7 @@ static json_t *quota_json(const mg_quota_t *q)
 }
 
 /* The quota keys the request would be counted under: its tenant's, then each route's up the
- * chosen path, root first (as gateway/limits.c decides them). -1 after set_refused. */
+ * chosen path, root first (as gateway/quota/limits.c decides them). -1 after set_refused. */
 static int quotas_json(const mg_config_t *conf, const mg_route_t *leaf, const mg_ctx_t *ctx, json_t *out)
 {
     const mg_route_t *chain[64];

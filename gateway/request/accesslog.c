@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "gateway/accesslog.h"
+#include "gateway/request/accesslog.h"
 
 typedef struct out {
     char *p, *end;

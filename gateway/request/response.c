@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include "gateway/internal.h"
-#include "gateway/accesslog.h"
+#include "gateway/request/accesslog.h"
 #include "gateway/format.h"
 
 static const char *reason_phrase(int status)

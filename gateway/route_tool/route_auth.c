@@ -5,7 +5,7 @@
  * for a verified credential, so test files need no real tokens.
  */
 #include <string.h>
-#include "gateway/route_tool.h"
+#include "gateway/route_tool/route_tool.h"
 
 static const char *outcome_name(mg_auth_outcome_t o)
 {

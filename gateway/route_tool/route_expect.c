@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "gateway/route_tool.h"
+#include "gateway/route_tool/route_tool.h"
 
 static const char *const test_keys[] = {"name", "request", "headers", "peer", "claims", "expect", NULL};
 static const char *const expect_keys[] = {"outcome",   "status",    "route", "error",         "backend",          "method",
@@ -223,13 +223,21 @@ int mg_route_expect(const mg_config_t *conf, const char *tests, FILE *out)
     mg_errors_t errs = {0};
     expect_run_t run = {.conf = conf, .out = out};
     mg_doc_t *doc = mg_doc_load_file(tests, &errs);
-    const mg_node_t *list = doc != NULL ? mg_node_require(mg_doc_root(doc), "tests", &errs) : NULL;
+    const mg_node_t *root = doc != NULL ? mg_doc_root(doc) : NULL, *list = NULL;
 
-    if (list != NULL && mg_node_check_keys(mg_doc_root(doc), top_keys, &errs) == 0 &&
-        mg_node_expect(list, MG_NODE_SEQUENCE, &errs) == 0)
+    /* a file that tests nothing must not pass for one that holds: a CI gate would check nothing */
+    if (root != NULL && root->kind != MG_NODE_MAPPING)
+        mg_errors_add(&errs, root, "expected a mapping with `tests:` (a list of tests under it), got %s",
+                      mg_node_kind_name(root->kind));
+    else if (root != NULL)
+        list = mg_node_require(root, "tests", &errs);
+    if (list != NULL && mg_node_check_keys(root, top_keys, &errs) == 0 && mg_node_expect(list, MG_NODE_SEQUENCE, &errs) == 0) {
+        if (list->u.sequence.size == 0)
+            mg_errors_add(&errs, list, "no tests: `tests:` is empty, so nothing would be checked");
         for (size_t i = 0; i < list->u.sequence.size; i++)
             if (mg_node_expect(list->u.sequence.items[i], MG_NODE_MAPPING, &errs) == 0)
                 run_test(&run, list->u.sequence.items[i], &errs);
+    }
     mg_doc_free(doc);
     int status = errs.num_errors != 0 ? 2 : run.failed != 0 ? 1 : 0;
     mg_errors_print(&errs, out);

@@ -7,7 +7,7 @@
  */
 #include <sys/socket.h>
 #include "gateway/internal.h"
-#include "gateway/headers.h"
+#include "gateway/request/headers.h"
 #include "gateway/phr.h"
 
 /*

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/limits.h"
-#include "gateway/store.h"
+#include "gateway/quota/limits.h"
+#include "gateway/quota/store.h"
 #include "gateway/connections/connections.h"
 
 /* Keeps the decision a client most needs to see: the one leaving it the fewest requests. */

@@ -2,7 +2,7 @@
  * W3C Trace Context's traceparent (trace.h): parsed, and made for the gateway's hop.
  */
 #include <string.h>
-#include "gateway/trace.h"
+#include "gateway/request/trace.h"
 #include "gateway/format.h"
 
 static int is_lower_hex(const char *s, size_t len)

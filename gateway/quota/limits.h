@@ -10,7 +10,7 @@
 #define MG_GATEWAY_LIMITS_H
 
 #include "gateway/internal.h"
-#include "gateway/store.h"
+#include "gateway/quota/store.h"
 
 #define MG_LIMITS_WAIT 2 /* not 1: mg_limits_admit_tenant returns 1 for admitted */
 typedef void (*mg_limits_next_t)(mg_request_t *r, mg_ctx_t *ctx);

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/route_tool.h"
+#include "gateway/route_tool/route_tool.h"
 
 /* Failed conditions shown per route in text; --json has them all (up to MAX_FAILED). */
 #define SHOWN_FAILED 3

@@ -10,7 +10,7 @@
 #include <errno.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include "gateway/client_watch.h"
+#include "gateway/request/client_watch.h"
 
 #define ARM_DELAY_MS 200
 

@@ -34,9 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/dispatch.h"
+#include "gateway/request/dispatch.h"
 #include "gateway/format.h"
-#include "gateway/client_watch.h"
+#include "gateway/request/client_watch.h"
 #include "gateway/backend/backend.h"
 
 /* Waiting requests per backend beyond which new ones get 503 queue-full. */

@@ -6,8 +6,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/tenant_totals.h"
-#include "gateway/limits.h"
+#include "gateway/quota/tenant_totals.h"
+#include "gateway/quota/limits.h"
 
 typedef struct kept {
     char *tenant;
