@@ -225,6 +225,9 @@ static void setup_globalconf(mg_gateway_t *gw)
                                        : conf->limits.client_idle_timeout_ms < 10000 ? conf->limits.client_idle_timeout_ms
                                                                                      : 10000;
     gw->globalconf.http2.max_concurrent_requests_per_connection = conf->limits.max_http2_streams;
+#ifdef H2O_HAS_HTTP2_MAX_REQUESTS_PER_CONNECTION /* deps/h2o patch 0011; HTTP/1 is request/handler.c's */
+    gw->globalconf.http2.max_requests_per_connection = conf->limits.max_requests_per_connection;
+#endif
     h2o_hostconf_t *host = h2o_config_register_host(&gw->globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     /* one "/" handler: h2o matches paths in registration order, the route tree does the rest */
     gw->pathconf = h2o_config_register_path(host, "/", 0);

@@ -199,6 +199,7 @@ static void parse_limits(mg_config_loader_t *cl, const mg_node_t *root)
                                        "client_header_timeout",
                                        "max_buffered_request_bytes",
                                        "auth_cache_entries",
+                                       "max_requests_per_connection",
                                        NULL};
     const mg_node_t *limits = mg_node_get(root, "limits");
     mg_limits_conf_t *l = &cl->conf->limits;
@@ -215,6 +216,7 @@ static void parse_limits(mg_config_loader_t *cl, const mg_node_t *root)
                          &l->max_requests_per_connection_per_second);
     parse_escaped_slashes(cl, limits, l);
     mg__config_read_uint(cl, limits, "auth_cache_entries", 0, 10000000, &l->auth_cache_entries);
+    mg__config_read_uint(cl, limits, "max_requests_per_connection", 0, 100000000, &l->max_requests_per_connection);
     mg__config_parse_connection_limits(cl, limits); /* limits.c */
 }
 
@@ -303,6 +305,7 @@ static mg_config_t *config_new(const char *file)
     conf->limits.client_idle_timeout_ms = 60000;
     conf->limits.max_http2_streams = 100;
     conf->limits.max_requests_per_connection_per_second = 10000;
+    conf->limits.max_requests_per_connection = 1000;
     conf->limits.client_header_timeout_ms = 10000;
     conf->limits.max_buffered_request_bytes = UINT64_C(256) << 20;
     conf->reload = (mg_reload_conf_t){.memory_limit = UINT64_C(1) << 30, .timeout_ms = 30000};

@@ -158,6 +158,7 @@ typedef struct mg_limits_conf {
     uint64_t client_header_timeout_ms;               /* a whole request head must arrive within this */
     uint64_t max_buffered_request_bytes;             /* request bodies held at once, whole process; 0: no bound */
     unsigned auth_cache_entries;                     /* verified tokens kept per worker (gateway/auth/cache.c) */
+    unsigned max_requests_per_connection;            /* then HTTP/1 ends with Connection: close, HTTP/2 with GOAWAY; 0: no cap */
 } mg_limits_conf_t;
 
 /* websocket: the sessions' timers and bounds (tunnel and bridge alike). */

@@ -80,6 +80,7 @@ static void put_globals(FILE *out, const mg_config_t *conf)
         put_ms(out, "  ", "tls_handshake_timeout", l->tls_handshake_timeout_ms);
     put_u64(out, "  ", "max_http2_streams", l->max_http2_streams);
     put_u64(out, "  ", "max_requests_per_connection_per_second", l->max_requests_per_connection_per_second);
+    put_u64(out, "  ", "max_requests_per_connection", l->max_requests_per_connection);
     fprintf(out, "  escaped_slashes: %s\n", l->keep_escaped_slashes ? "keep" : "reject");
     if (l->max_connections != 0)
         put_u64(out, "  ", "max_connections", l->max_connections);

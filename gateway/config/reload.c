@@ -121,6 +121,7 @@ static int keep_start_settings(mg_config_t *conf, const mg_config_t *running, co
     KEEP_NUMBER(conf, running, limits.tls_handshake_timeout_ms, root, "limits", "tls_handshake_timeout", errs);
     KEEP_NUMBER(conf, running, limits.max_http2_streams, root, "limits", "max_http2_streams", errs);
     KEEP_NUMBER(conf, running, limits.auth_cache_entries, root, "limits", "auth_cache_entries", errs);
+    KEEP_NUMBER(conf, running, limits.max_requests_per_connection, root, "limits", "max_requests_per_connection", errs);
     failed |= keep_admin_address(conf, running, root, errs);
     if (failed)
         mg_errors_add(errs, NULL, "%s: out of memory", conf->file);

@@ -45,6 +45,8 @@ mg_conn_t *mg_conn_of(h2o_conn_t *conn);
  * connection over to a WebSocket). NULL is ignored. */
 void mg_conn_request_start(mg_conn_t *c);
 void mg_conn_request_end(mg_conn_t *c, int upgraded);
+/* The requests the connection has started, this one included (0 for NULL). */
+uint32_t mg_conn_requests(const mg_conn_t *c);
 /* Counts one request of `conn` in its one-second window (limits.max_requests_per_connection_per_second,
  * kept on the connection's record). 0 while within `cap` (also for a connection without a
  * record), 1 for the connection's first request over it, 2 for the later ones. */

@@ -51,7 +51,7 @@
 #define RECLAIM_VISITS 4096 /* waiting connections looked at per reclaim at most */
 #define NO_DEADLINE UINT64_MAX
 
-_Static_assert(sizeof(mg_conn_t) <= 72, "the per-connection record stays small (docs/configuration.md says 72 bytes)");
+_Static_assert(sizeof(mg_conn_t) <= 80, "the per-connection record stays small (docs/configuration.md says 80 bytes)");
 
 typedef enum conn_kind { KIND_HANDSHAKE, KIND_HTTP1, KIND_HTTP2 } conn_kind_t;
 
@@ -120,6 +120,12 @@ void mg_conn_request_start(mg_conn_t *c)
     if (c->active++ == 0 && h2o_linklist_is_linked(&c->link))
         h2o_linklist_unlink(&c->link);
     c->served = 1;
+    c->requests += c->requests != UINT32_MAX;
+}
+
+uint32_t mg_conn_requests(const mg_conn_t *c)
+{
+    return c != NULL ? c->requests : 0;
 }
 
 void mg_conn_request_end(mg_conn_t *c, int upgraded)

@@ -103,6 +103,7 @@ struct mg_conn {
     uint64_t head_since;              /* a further HTTP/1 head: when its first bytes were seen (0: none yet) */
     uint32_t rate_second, rate_count; /* max_requests_per_connection_per_second (limits.c) */
     uint32_t scanned;                 /* input bytes searched for the end of a head */
+    uint32_t requests;                /* requests it has started (limits.max_requests_per_connection, HTTP/1) */
     uint16_t active;                  /* requests in progress */
     uint8_t served : 1;               /* a request has reached the handler */
     uint8_t upgraded : 1;             /* a WebSocket now: never reclaimed */

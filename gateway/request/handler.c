@@ -215,6 +215,11 @@ static mg_request_t *request_new(mg_worker_t *w, h2o_req_t *req)
     r->conn = mg_conn_of(req->conn);
     mg_conn_request_start(r->conn);
     r->conf = mg_worker_conf_hold(w);
+    /* limits.max_requests_per_connection: an HTTP/1 connection ends with its last request's response
+     * (Connection: close); HTTP/2 sends its GOAWAY itself (deps/h2o patch 0011) */
+    if (req->version < 0x200 && r->conf->limits.max_requests_per_connection != 0 &&
+        mg_conn_requests(r->conn) >= r->conf->limits.max_requests_per_connection)
+        req->http1_is_persistent = 0;
     r->started_at = mg_monotonic_us();
     r->method = mg_str(req->method.base, req->method.len);
     r->path = mg_str(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len);

@@ -10,7 +10,8 @@ import pytest
 
 import hpack
 
-from h2client import WINDOW_UPDATE, CANCEL, CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, HEADERS, RST_STREAM, RawH2, frame
+from h2client import (WINDOW_UPDATE, CANCEL, CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, GOAWAY, HEADERS,
+                      RST_STREAM, RawH2, frame)
 from support import free_port, gateway_config, request, wait_until
 from test_http2_tls import make_cert
 
@@ -18,7 +19,9 @@ API = {"name": "api", "match": {"path": {"prefix": "/api"}}, "forward": "b"}
 MAX_CONTINUATION_FRAMES = 32  # deps/h2o/patches/0001-http2-bound-continuation-frames.patch
 MAX_HEADER_LIST = 8192 + 4096 * 100  # per header block, 0002-http2-bound-decoded-header-list.patch
 MAX_HEADER_LIST_PER_CONN = 1 << 20  # the open streams of one connection, together
-RESET_BUDGET, RESET_REFILL_S = 100, 0.1  # 0004-http2-budget-for-cancelled-streams.patch
+RESET_BUDGET, RESET_REFILL_S = 100, 0.1  # 0004-http2-budget-for-cancelled-streams.patch, 0010 (every reset)
+MAX_REQUESTS_PER_CONNECTION = 1000  # limits.max_requests_per_connection's default (0011 for HTTP/2)
+REFUSED_STREAM = 0x7
 
 
 @pytest.fixture(params=["h2c", "tls"])
@@ -302,6 +305,104 @@ def test_late_reset_flood_is_cut_by_the_reset_budget(start_h2, backend):
     assert len(backend.received()) <= bound, f"{len(backend.received())} backend requests, bound {bound}"
     assert code == ENHANCE_YOUR_CALM
     assert served(gw, tls)
+
+
+def test_late_reset_flood_against_a_fast_backend_is_cut(start_h2, backend):
+    """The issue's flood: 200 rounds of 100 HEADERS, then their 100 RST_STREAM 5 ms later, against a
+    backend that answers at once: most streams are answered before their reset comes. Every
+    RST_STREAM spends the reset budget (deps/h2o patch 0010), so the connection gets GOAWAY
+    ENHANCE_YOUR_CALM and is closed, and the backend sees at most max_requests_per_connection
+    requests from it (before patch 0010: about 11,800 in 0.75 s)."""
+    gw, tls = start_h2(gateway_config(free_port(), backends={"b": [backend.url]}, routes=[API]))
+    c = RawH2(gw.port, tls=tls, timeout=10)
+    stream = 1
+    for _ in range(200):
+        ids = list(range(stream, stream + 200, 2))
+        stream += 200
+        if not c.send(b"".join(frame(HEADERS, END_HEADERS | END_STREAM, i, c.request_block(b"/api/fast")) for i in ids)):
+            break
+        time.sleep(0.005)
+        if not c.send(b"".join(frame(RST_STREAM, 0, i, CANCEL.to_bytes(4, "big")) for i in ids)):
+            break
+    try:
+        code = c.goaway(10)
+    except TimeoutError:
+        code = "open"
+    closed = c.ends(10)
+    c.close()
+    time.sleep(0.5)  # what the gateway started reaches the backend
+    assert code == ENHANCE_YOUR_CALM
+    assert closed
+    assert len(backend.received()) <= MAX_REQUESTS_PER_CONNECTION
+    assert served(gw, tls)
+
+
+def test_an_http2_connection_ends_after_max_requests_per_connection(start_h2, backend):
+    """limits.max_requests_per_connection: 5 (deps/h2o patch 0011). One at a time, five requests
+    are answered, the fifth with a graceful GOAWAY (NO_ERROR) naming its stream; a sixth sent
+    after it is not processed, and the connection closes. Sent at once, eight streams get five
+    answers: the waiting ones are refused (REFUSED_STREAM), never sent to the backend."""
+    gw, tls = start_h2(gateway_config(free_port(), backends={"b": [backend.url]}, routes=[API],
+                                      limits={"max_requests_per_connection": 5, "max_http2_streams": 2}))
+    c = RawH2(gw.port, tls=tls)
+    for i in range(1, 8, 2):
+        c.send(frame(HEADERS, END_HEADERS | END_STREAM, i, c.request_block(f"/api/one/{i}".encode())))
+        res = c.response(i)
+        assert res.status == 200, (i, res)
+    # the fifth: the GOAWAY goes out as it starts, its answer follows
+    c.send(frame(HEADERS, END_HEADERS | END_STREAM, 9, c.request_block(b"/api/one/9")))
+    goaway = c.until(lambda f: f[0] == GOAWAY, 5)
+    assert goaway is not None and int.from_bytes(goaway[3][4:8], "big") == 0  # NO_ERROR
+    assert int.from_bytes(goaway[3][:4], "big") & 0x7FFFFFFF == 9  # the last stream processed
+    assert c.until(lambda f: f[2] == 9 and f[1] & END_STREAM, 5) is not None  # the fifth is answered whole
+    c.send(frame(HEADERS, END_HEADERS | END_STREAM, 11, c.request_block(b"/api/one/11")))
+    assert c.ends(5)
+    c.close()
+    assert len(backend.received()) == 5
+
+    c = RawH2(gw.port, tls=tls)
+    c.send(b"".join(frame(HEADERS, END_HEADERS | END_STREAM, i, c.request_block(f"/api/many/{i}".encode()))
+                    for i in range(1, 17, 2)))
+    outcomes = {}  # stream -> 200, a reset code
+    try:
+        while len(outcomes) < 8:
+            f = c.read_frame(5)
+            if f is None:
+                break
+            if f[0] == RST_STREAM:
+                outcomes[f[2]] = int.from_bytes(f[3][:4], "big")
+            elif f[0] in (HEADERS, DATA) and f[1] & END_STREAM:
+                outcomes[f[2]] = 200  # GET /api/... of the recording backend: 200 with a body
+    except TimeoutError:
+        pass
+    c.close()
+    outcomes = list(outcomes.values())
+    assert outcomes.count(200) == 5, outcomes
+    assert set(outcomes) - {200} <= {REFUSED_STREAM, "gone"}, outcomes
+    assert len([r for r in backend.received() if r.path.startswith("/api/many/")]) == 5
+
+
+def test_an_http1_connection_ends_with_its_1000th_request(start_gateway, backend):
+    """max_requests_per_connection's default (1000, nginx's keepalive_requests): a keep-alive
+    HTTP/1.1 client gets `Connection: close` on its 1000th response, and the connection ends. (The
+    gateway answers itself: a Python backend's two writes per response would cost 40 ms each of
+    Nagle and delayed ACK.)"""
+    respond = {"name": "api", "match": {"path": {"prefix": "/api"}}, "respond": {"status": 200, "body": "ok\n"}}
+    gw = start_gateway(gateway_config(free_port(), routes=[respond]))
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=10) as s:
+        reader = s.makefile("rb")
+        for n in range(1, MAX_REQUESTS_PER_CONNECTION + 1):
+            s.sendall(b"GET /api/k HTTP/1.1\r\nHost: t\r\n\r\n")
+            status = reader.readline()
+            assert status.startswith(b"HTTP/1.1 200"), (n, status)
+            headers = {}
+            for line in iter(reader.readline, b"\r\n"):
+                name, _, value = line.decode().partition(":")
+                headers[name.strip().lower()] = value.strip()
+            reader.read(int(headers.get("content-length", "0")))
+            assert headers.get("connection", "keep-alive").lower() == ("close" if n == MAX_REQUESTS_PER_CONNECTION else "keep-alive"), n
+        assert reader.read(1) == b""  # the gateway closed it
+    assert served(gw, False)
 
 
 def test_cancelling_within_the_budget_keeps_the_connection(start_h2, backend):

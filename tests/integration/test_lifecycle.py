@@ -150,9 +150,9 @@ def test_demo_config_checks(matchgate_bin):
 
 def test_demo_config_serves(start_gateway, matchgate_bin):
     assert DEMO_BACKEND.is_file(), f"{DEMO_BACKEND} not built"
-    gw_port, p1, p2 = free_port(), free_port(), free_port()
+    gw_port, p1, p2, admin = free_port(), free_port(), free_port(), free_port()
     text = (REPO / "conf" / "demo.yaml").read_text()
-    for old, new in (("127.0.0.1:8080", gw_port), ("127.0.0.1:9001", p1), ("127.0.0.1:9002", p2)):
+    for old, new in (("127.0.0.1:8080", gw_port), ("127.0.0.1:9001", p1), ("127.0.0.1:9002", p2), ("127.0.0.1:9901", admin)):
         assert old in text
         text = text.replace(old, f"127.0.0.1:{new}")
 
