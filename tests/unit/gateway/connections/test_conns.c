@@ -33,7 +33,7 @@ static size_t waiting(void)
 
 Test(conns, the_record_is_small_and_lives_with_its_socket)
 {
-    cr_expect_leq(sizeof(mg_conn_t), 72);
+    cr_expect_leq(sizeof(mg_conn_t), 80);
     fx_accept(&c[0]);
     cr_expect_eq(mg_conn_of(&c[0].conn), c[0].rec);
     cr_expect_eq(c[0].sock->on_close.data, c[0].rec);
