@@ -14,7 +14,7 @@
  * holds 2 slots, one hammering its quota N. An admission overwritten in the ring had left the
  * window when it was overwritten, so the ring always holds every admission of the window.
  *
- * Memory: a 56-byte header and 8 bytes per slot: a 16-bit lap tag (lap + 1 of the admission
+ * Memory: a 40-byte header and 8 bytes per slot: a 16-bit lap tag (lap + 1 of the admission
  * the slot holds, mod 2^16; 0 = never written) and a 48-bit timestamp in microseconds.
  *
  * The cursor (one 64-bit word) is the next admission's place, as lap (k / C) and slot
@@ -42,7 +42,7 @@
 #include <time.h>
 #include "throttle/internal.h"
 
-_Static_assert(offsetof(struct mg_limiter, slot) == 56, "the limiter's header is 56 bytes");
+_Static_assert(offsetof(struct mg_limiter, slot) == 40, "the limiter's header is 40 bytes");
 _Static_assert(MG_QUOTA_MAX_REQUESTS < (1u << 20), "a slot number fits the cursor's 20 bits");
 
 #define CURSOR_FROZEN (UINT64_C(1) << 63)
@@ -120,18 +120,21 @@ int mg__quota_valid(mg_quota_t q)
 
 /*
  * Where a ring lives. A small one (under MG__ALIGNED_CAP slots: a key that made a few
- * requests) comes from malloc, header and slots together, 16 bytes aligned. A larger one,
- * which a key only reaches by using it, is placed 8 bytes into a cache line: the header is
- * then one line and the slots begin on the next, as a hot key wants (its admissions write the
- * cursor and a slot; its rejections only read). A ring of 64 KiB and more gets pages of its
- * own from the kernel: they come zeroed (every slot "never written") and are only backed by
- * memory once an admission writes them, so zeroing 8 MB never happens on a decision.
+ * requests) is packed, header and slots together. A larger one, which a key only reaches by
+ * using it, ends its header where a cache line ends: the slots begin on the next line, and
+ * the header, read by every decision, shares its line with nothing a decision writes but the
+ * cursor (its admissions write the cursor and a slot; its rejections only read). The table
+ * lays these out in the key's entry (mg__limiter_layout); mg__limiter_new gives one memory of
+ * its own. A ring of 64 KiB and more always gets pages of its own from the kernel: they come
+ * zeroed (every slot "never written") and are only backed by memory once an admission writes
+ * them, so zeroing 8 MB never happens on a decision.
  */
 #define MAPPED_MIN_SIZE (64 * 1024)
+#define LINE 64
 
 static size_t ring_pad(uint32_t cap)
 {
-    return cap >= MG__ALIGNED_CAP ? 8 : 0;
+    return cap >= MG__ALIGNED_CAP ? LINE - sizeof(mg_limiter_t) : 0;
 }
 
 static size_t ring_size(uint32_t cap)
@@ -139,7 +142,7 @@ static size_t ring_size(uint32_t cap)
     return ring_pad(cap) + sizeof(mg_limiter_t) + (size_t)cap * sizeof(uint64_t);
 }
 
-static int ring_mapped(uint32_t cap)
+int mg__limiter_mapped(uint32_t cap)
 {
     return ring_size(cap) >= MAPPED_MIN_SIZE;
 }
@@ -154,6 +157,27 @@ size_t mg__limiter_bytes(const mg_limiter_t *l)
     return ring_size(l->cap);
 }
 
+size_t mg__limiter_layout(uint32_t cap, size_t at, size_t *offset)
+{
+    size_t header = sizeof(mg_limiter_t), align = _Alignof(mg_limiter_t);
+    if (cap >= MG__ALIGNED_CAP)
+        *offset = (at + header + LINE - 1) / LINE * LINE - header; /* the slots on a line's start */
+    else
+        *offset = (at + align - 1) / align * align;
+    return *offset + header + (size_t)cap * sizeof(uint64_t);
+}
+
+mg_limiter_t *mg__limiter_init(void *mem, mg_quota_t quota, uint32_t cap)
+{
+    mg_limiter_t *l = mem;
+    /* all slots start as tag 0: "lap -1", i.e. no admission yet */
+    memset(l, 0, sizeof(*l) + (size_t)cap * sizeof(uint64_t));
+    l->n = quota.requests;
+    l->cap = cap;
+    l->per_us = quota.per_us;
+    return l;
+}
+
 mg_limiter_t *mg__limiter_new(mg_quota_t quota, uint32_t cap)
 {
     if (!mg__quota_valid(quota))
@@ -161,21 +185,19 @@ mg_limiter_t *mg__limiter_new(mg_quota_t quota, uint32_t cap)
     cap = cap < 1 ? 1 : cap > quota.requests ? quota.requests : cap;
     void *mem;
     size_t size = ring_size(cap);
-    if (ring_mapped(cap)) {
+    if (mg__limiter_mapped(cap)) {
         mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (mem == MAP_FAILED)
             return NULL;
-    } else {
-        if (ring_pad(cap) != 0 ? posix_memalign(&mem, 64, size) != 0 : (mem = malloc(size)) == NULL)
-            return NULL;
-        /* all slots start as tag 0: "lap -1", i.e. no admission yet */
-        memset(mem, 0, size);
+        mg_limiter_t *l = (void *)((char *)mem + ring_pad(cap));
+        l->n = quota.requests;
+        l->cap = cap;
+        l->per_us = quota.per_us;
+        return l;
     }
-    mg_limiter_t *l = (void *)((char *)mem + ring_pad(cap));
-    l->n = quota.requests;
-    l->cap = cap;
-    l->per_us = quota.per_us;
-    return l;
+    if (ring_pad(cap) != 0 ? posix_memalign(&mem, LINE, size) != 0 : (mem = malloc(size)) == NULL)
+        return NULL;
+    return mg__limiter_init((char *)mem + ring_pad(cap), quota, cap);
 }
 
 mg_limiter_t *mg_limiter_new(mg_quota_t quota)
@@ -188,7 +210,7 @@ void mg_limiter_free(mg_limiter_t *l)
     if (l == NULL)
         return;
     void *mem = (char *)l - ring_pad(l->cap);
-    if (ring_mapped(l->cap))
+    if (mg__limiter_mapped(l->cap))
         munmap(mem, ring_size(l->cap));
     else
         free(mem);
@@ -368,17 +390,21 @@ static uint32_t last_window(const mg_limiter_t *l, uint64_t total, uint32_t end)
     return in;
 }
 
-mg_limiter_t *mg__limiter_copy(const mg_limiter_t *old, mg_quota_t quota, uint64_t gen)
+uint32_t mg__limiter_copy_cap(const mg_limiter_t *old, mg_quota_t quota)
+{
+    uint32_t end;
+    uint64_t total = history(old, &end);
+    /* a ring whose every slot is in the window is too small for the next admission (the
+     * decision said MG__GROW, or would); any other keeps its size */
+    uint32_t cap = last_window(old, total, end) == old->cap ? 2 * old->cap : old->cap;
+    return cap < quota.requests ? cap : quota.requests;
+}
+
+void mg__limiter_copy_to(mg_limiter_t *l, const mg_limiter_t *old, uint64_t gen)
 {
     uint32_t pos;
     uint64_t total = history(old, &pos);
-    uint32_t in = last_window(old, total, pos), keep = in < quota.requests ? in : quota.requests;
-    /* a ring whose every slot is in the window is too small for the next admission (the
-     * decision said MG__GROW, or would); any other keeps its size */
-    uint32_t cap = in == old->cap ? 2 * old->cap : old->cap;
-    mg_limiter_t *l = mg__limiter_new(quota, cap);
-    if (l == NULL)
-        return NULL;
+    uint32_t in = last_window(old, total, pos), keep = in < l->n ? in : l->n;
     for (uint32_t i = keep; i-- > 0;) {
         pos = slot_before(old, pos);
         atomic_init(&l->slot[i], slot_make(lap_tag(0), slot_ts(LOAD(&old->slot[pos]))));
@@ -386,6 +412,13 @@ mg_limiter_t *mg__limiter_copy(const mg_limiter_t *old, mg_quota_t quota, uint64
     atomic_init(&l->cursor, keep == l->cap ? UINT64_C(1) << CURSOR_SLOT_BITS : keep);
     atomic_init(&l->gen, gen);
     l->admitted_before = old->admitted_before + total - keep;
+}
+
+mg_limiter_t *mg__limiter_copy(const mg_limiter_t *old, mg_quota_t quota, uint64_t gen)
+{
+    mg_limiter_t *l = mg__limiter_new(quota, mg__limiter_copy_cap(old, quota));
+    if (l != NULL)
+        mg__limiter_copy_to(l, old, gen);
     return l;
 }
 

@@ -4,25 +4,35 @@
  * Lookups and decisions take no lock; removed entries and replaced limiters are freed by
  * call_rcu once no reader can hold them.
  *
- * An entry's limiter pointer is replaced (quota change) or marked dead (eviction) by a CAS,
- * always after freezing the limiter (internal.h), so a decision racing with either is either
- * in the history that is copied or checked, or sees the freeze and starts over:
- *   - replace: freeze, copy to the new quota, CAS the pointer from old to copy; a thread
- *     that finds a frozen limiter does the same (helping), the first CAS wins, the losers
- *     free their copies. So nobody waits for a thread that froze a limiter and stalled.
+ * An entry is a key and its limiter, the limiter laid out in the entry after the key (a
+ * ring too large for that gets pages of its own, and the entry points to them): a lookup and
+ * the decision after it read neighbouring cache lines of one block. So an entry is never
+ * changed in place; it is replaced by another (cds_lfht_replace: quota change, growth) or
+ * removed (eviction), always after freezing its limiter (internal.h), so that a decision
+ * racing with either is either in the history that is copied or checked, or sees the freeze
+ * and looks the key up again:
+ *   - replace: freeze, copy into a new entry under the new quota, replace the old node by the
+ *     new one; a thread that finds a frozen limiter does the same (helping), the first
+ *     replacement wins (the others find the old node removed), the losers free their copies.
+ *     So nobody waits for a thread that froze a limiter and stalled.
  *   - evict: the window looked expired; freeze, check again on the final history (an
- *     admission may have got in), then CAS the pointer to itself | DEAD, remove the node
- *     and free it after a grace period. A thread that finds an entry dead removes it too
- *     and inserts the key afresh.
+ *     admission may have got in), then remove the node (which fails if a helper replaced it
+ *     first) and free it after a grace period.
  * Before evicting, the table's horizon is raised to the eviction's `now`, and every decision
  * runs at max(now, horizon): an evicted key's admissions were all at or before horizon - P,
  * so its fresh limiter can never share a window with them, even for a caller whose clock
  * reading is older than the evictor's.
  *
  * Growing a key's ring is a replacement too: a decision that finds all of a small ring's
- * slots in the window (MG__GROW) freezes it and copies it into one twice the size, so what
- * holds for quota changes (nothing lost, nothing counted twice, helpers instead of waiting)
- * holds for growth. A key enters with a ring of INITIAL_CAP slots.
+ * slots in the window (MG__GROW) freezes it and copies it into an entry with twice the slots,
+ * so what holds for quota changes (nothing lost, nothing counted twice, helpers instead of
+ * waiting) holds for growth, and the grown ring sits next to its key as the first one did. A
+ * key enters with a ring of INITIAL_CAP slots.
+ *
+ * The rejection count moves to the new entry with its value at the copy. A ring decides
+ * rejections only once it has grown to N, so growth never races with one; a rejection
+ * counted on an entry while a reload replaces it may be missed by the count (a statistic;
+ * admissions are exact).
  *
  * The key ceiling: `count` is raised before a key is inserted (by a CAS that fails once it
  * has reached the decision's `max_keys`) and lowered when an insert loses a race or a key is
@@ -35,9 +45,9 @@
 #include <urcu/rculfhash.h>
 #include "throttle/internal.h"
 
-#define ENTRY_DEAD ((uintptr_t)1)
 #define RETRY 2 /* entry_decide: the entry is gone, look the key up again */
-/* Slots of a new key's ring: malloc gives 2 the same 80-byte chunk as 1 (56 + 8 bytes). */
+/* Slots of a new key's ring: 2 fit in the entry's block as 1 would (its size is rounded up to
+ * a cache line). */
 #define INITIAL_CAP 2
 
 /* ThreadSanitizer cannot see liburcu's grace periods (the library is not instrumented): tell
@@ -82,23 +92,34 @@ typedef struct stripe {
 
 #define STRIPES 8
 
+/*
+ * An entry is one block: a line of these fields, the key from the next line on, then the
+ * limiter (a ring of MG__ALIGNED_CAP slots and more with its slots from a line's start). A
+ * decision on a short key (up to 24 bytes) reads two lines before the ring's slots, both in
+ * one 128-byte pair: the node and the counts, then the key and the limiter's header. The
+ * rejection count shares the node's line: only an uncontended rejection writes it (once two
+ * threads collide on it, each adds to a stripe of its own), so a flood from every core does
+ * not take the line from the lookups.
+ */
 typedef struct entry {
-    /* written by rejections: its own cache line, away from what lookups read */
-    _Alignas(64) _Atomic uint64_t rejected;
+    _Alignas(64) struct cds_lfht_node node;
+    /* in this block after the key, or mapped (mg__limiter_mapped); set once, with release,
+     * when the entry is complete: entry_limiter's acquire then sees all of it (for
+     * ThreadSanitizer, which cannot see liburcu's barriers when the entry is published) */
+    _Atomic(mg_limiter_t *) limiter;
+    size_t len;
+    _Atomic uint64_t rejected;
     _Atomic(stripe_t *) stripes; /* made once rejections of this key collide */
     struct rcu_head rcu;
-    _Alignas(64) struct cds_lfht_node node;
-    _Atomic uintptr_t limiter; /* mg_limiter_t *, | ENTRY_DEAD once evicted */
-    size_t len;
     char key[];
 } entry_t;
+
+_Static_assert(offsetof(entry_t, key) == 64, "an entry's fields are one cache line");
 
 typedef struct lookup_key {
     const char *key;
     size_t len;
 } lookup_key_t;
-
-_Static_assert(sizeof(struct rcu_head) <= sizeof(((mg_limiter_t *)NULL)->reclaim), "the limiter has room for an rcu_head");
 
 /* SipHash-1-3: keys can come from clients (route quota keys are templates), so the hash is
  * keyed with a per-table random seed against collision flooding. */
@@ -135,40 +156,43 @@ static uint64_t key_hash(const mg_throttle_t *t, const char *key, size_t len)
     return v0 ^ v1 ^ v2 ^ v3;
 }
 
+/* The entry at `iter`, which is at one: the acquire load orders the reads of its key and
+ * limiter after their making (see entry_t). */
+static entry_t *entry_at(struct cds_lfht_iter *iter)
+{
+    entry_t *e = caa_container_of(cds_lfht_iter_get_node(iter), entry_t, node);
+    (void)atomic_load_explicit(&e->limiter, memory_order_acquire);
+    return e;
+}
+
+/* The entry at `iter`, NULL at the end of a walk. */
 static entry_t *iter_entry(struct cds_lfht_iter *iter)
 {
-    struct cds_lfht_node *node = cds_lfht_iter_get_node(iter);
-    return node != NULL ? caa_container_of(node, entry_t, node) : NULL;
+    return cds_lfht_iter_get_node(iter) != NULL ? entry_at(iter) : NULL;
 }
 
 /* cds_lfht_for_each_entry, without its container_of of the NULL that ends the walk */
 #define FOR_EACH_ENTRY(t, iter, e)                                                                                                 \
     for (cds_lfht_first((t)->ht, (iter)); ((e) = iter_entry(iter)) != NULL; cds_lfht_next((t)->ht, (iter)))
 
-static mg_limiter_t *entry_limiter(uintptr_t p)
+static mg_limiter_t *entry_limiter(entry_t *e)
 {
-    return (mg_limiter_t *)(p & ~ENTRY_DEAD);
+    return atomic_load_explicit(&e->limiter, memory_order_acquire);
 }
 
 static int entry_match(struct cds_lfht_node *node, const void *arg)
 {
-    const entry_t *e = caa_container_of(node, entry_t, node);
+    entry_t *e = caa_container_of(node, entry_t, node);
     const lookup_key_t *k = arg;
-    /* the acquire load also orders the reads of the key after the entry's creation */
-    if (atomic_load_explicit(&e->limiter, memory_order_acquire) & ENTRY_DEAD)
-        return 0;
+    (void)entry_limiter(e); /* orders the reads of the key after its making (see entry_t) */
     return e->len == k->len && memcmp(e->key, k->key, k->len) == 0;
-}
-
-static void limiter_free_rcu(struct rcu_head *head)
-{
-    GRACE_PERIOD_PASSED();
-    mg_limiter_free(caa_container_of((void *)head, mg_limiter_t, reclaim));
 }
 
 static void entry_free(entry_t *e)
 {
-    mg_limiter_free(entry_limiter(atomic_load(&e->limiter)));
+    mg_limiter_t *l = entry_limiter(e);
+    if (mg__limiter_mapped(l->cap))
+        mg_limiter_free(l);
     free(atomic_load(&e->stripes));
     free(e);
 }
@@ -263,19 +287,51 @@ void mg_throttle_free(mg_throttle_t *t)
     free(t);
 }
 
-/* Replaces the frozen-or-not `l` with a copy under `quota` and `gen`. -1: out of memory. */
-static int entry_replace(entry_t *e, mg_limiter_t *l, mg_quota_t quota, uint64_t gen)
+/* A new entry for the key with a limiter of `quota` (valid) and `cap` slots (1 .. N) at
+ * generation `gen`: empty, or a copy of the frozen `from` (whose entry is `old`); NULL when
+ * out of memory. */
+static entry_t *entry_new(const char *key, size_t len, mg_quota_t quota, uint32_t cap, uint64_t gen, entry_t *old)
 {
+    size_t at = offsetof(entry_t, key) + len + 1, offset = 0, end = at;
+    int mapped = mg__limiter_mapped(cap);
+    if (!mapped)
+        end = mg__limiter_layout(cap, at, &offset);
+    entry_t *e = aligned_alloc(64, (end + 63) / 64 * 64);
+    mg_limiter_t *l = e == NULL ? NULL : mapped ? mg__limiter_new(quota, cap) : mg__limiter_init((char *)e + offset, quota, cap);
+    if (l == NULL) {
+        free(e);
+        return NULL;
+    }
+    atomic_init(&l->gen, gen);
+    if (old != NULL)
+        mg__limiter_copy_to(l, entry_limiter(old), gen);
+    atomic_init(&e->rejected, old != NULL ? entry_rejected(old) : 0);
+    atomic_init(&e->stripes, NULL);
+    cds_lfht_node_init(&e->node);
+    e->len = len;
+    memcpy(e->key, key, len);
+    e->key[len] = '\0';
+    atomic_store_explicit(&e->limiter, l, memory_order_release); /* last: see entry_t */
+    return e;
+}
+
+/* Replaces the entry at `iter` (`hash` its key's), its limiter frozen first, by a copy under
+ * `quota` and `gen`. RETRY: look the key up again (replaced, by this thread or a helper, or
+ * evicted); -1: out of memory. */
+static int entry_replace(mg_throttle_t *t, struct cds_lfht_iter *iter, uint64_t hash, mg_quota_t quota, uint64_t gen)
+{
+    entry_t *e = entry_at(iter);
+    mg_limiter_t *l = entry_limiter(e);
     mg__limiter_freeze(l);
-    mg_limiter_t *copy = mg__limiter_copy(l, quota, gen);
+    entry_t *copy = entry_new(e->key, e->len, quota, mg__limiter_copy_cap(l, quota), gen, e);
     if (copy == NULL)
         return -1;
-    uintptr_t expected = (uintptr_t)l;
-    if (atomic_compare_exchange_strong(&e->limiter, &expected, (uintptr_t)copy))
-        call_rcu((struct rcu_head *)(void *)&l->reclaim, limiter_free_rcu);
+    lookup_key_t k = {e->key, e->len};
+    if (cds_lfht_replace(t->ht, iter, hash, entry_match, &k, &copy->node) == 0)
+        call_rcu(&e->rcu, entry_free_rcu);
     else
-        mg_limiter_free(copy); /* someone else replaced it first; ours was never seen */
-    return 0;
+        entry_free(copy); /* replaced or evicted by another thread first; ours was never seen */
+    return RETRY;
 }
 
 static int quota_differs(const mg_limiter_t *l, mg_quota_t quota)
@@ -283,57 +339,44 @@ static int quota_differs(const mg_limiter_t *l, mg_quota_t quota)
     return l->n != quota.requests || l->per_us != quota.per_us;
 }
 
-/* Brings the entry to generation `gen` (quota `quota`) unless it is newer already; sets
- * `*lp` to its limiter. 0, RETRY (the entry is dead) or -1 (out of memory). */
-static int entry_update(mg_throttle_t *t, entry_t *e, mg_quota_t quota, uint64_t gen, mg_limiter_t **lp)
+/* Brings the entry at `iter` to generation `gen` (quota `quota`) unless it is newer already.
+ * 0, RETRY (replaced: look the key up again) or -1 (out of memory). */
+static int entry_update(mg_throttle_t *t, struct cds_lfht_iter *iter, uint64_t hash, mg_quota_t quota, uint64_t gen)
 {
-    for (;;) {
-        uintptr_t p = atomic_load_explicit(&e->limiter, memory_order_acquire);
-        if (p & ENTRY_DEAD) {
-            cds_lfht_del(t->ht, &e->node); /* help the evictor; harmless if it was first */
-            return RETRY;
-        }
-        mg_limiter_t *l = entry_limiter(p);
-        uint64_t lgen = atomic_load_explicit(&l->gen, memory_order_relaxed);
-        if (lgen < gen && quota_differs(l, quota)) {
-            if (entry_replace(e, l, quota, gen) != 0)
-                return -1;
-            continue;
-        }
-        /* same quota: only the generation moves on, so that older decisions keep to it */
-        while (lgen < gen && !atomic_compare_exchange_weak(&l->gen, &lgen, gen))
-            ;
-        *lp = l;
-        return 0;
-    }
+    mg_limiter_t *l = entry_limiter(entry_at(iter));
+    uint64_t lgen = atomic_load_explicit(&l->gen, memory_order_relaxed);
+    if (lgen < gen && quota_differs(l, quota))
+        return entry_replace(t, iter, hash, quota, gen);
+    /* same quota: only the generation moves on, so that older decisions keep to it */
+    while (lgen < gen && !atomic_compare_exchange_weak(&l->gen, &lgen, gen))
+        ;
+    return 0;
 }
 
 /* 1 admitted, 0 rejected, RETRY, or -1 (out of memory). */
-static int entry_decide(mg_throttle_t *t, entry_t *e, mg_quota_t quota, uint64_t gen, uint64_t now, mg_decision_t *d)
+static int entry_decide(mg_throttle_t *t, struct cds_lfht_iter *iter, uint64_t hash, mg_quota_t quota, uint64_t gen, uint64_t now,
+                        mg_decision_t *d)
 {
-    for (;;) {
-        mg_limiter_t *l;
-        int r = entry_update(t, e, quota, gen, &l);
-        if (r != 0)
-            return r;
-        uint64_t horizon = atomic_load(&t->horizon), late = now < horizon ? horizon - now : 0;
-        r = mg__limiter_decide(l, now + late, d);
-        if (r >= 0 && d != NULL && d->reset_us > 0) {
-            /* waits count from the caller's now */
-            d->reset_us += late;
-            d->retry_after_us += r == 0 ? late : 0;
-        }
-        if (r == MG__FROZEN || r == MG__GROW) {
-            /* being replaced or evicted: help replace it (a dead entry is seen next turn);
-             * or too small: replace it by a copy with room (the copy sees it was full) */
-            if (entry_replace(e, l, mg_limiter_quota(l), atomic_load(&l->gen)) != 0)
-                return -1;
-            continue;
-        }
-        if (r == 0)
-            entry_count_rejection(e);
+    int r = entry_update(t, iter, hash, quota, gen);
+    if (r != 0)
         return r;
+    entry_t *e = entry_at(iter);
+    mg_limiter_t *l = entry_limiter(e);
+    uint64_t horizon = atomic_load(&t->horizon), late = now < horizon ? horizon - now : 0;
+    r = mg__limiter_decide(l, now + late, d);
+    if (r >= 0 && d != NULL && d->reset_us > 0) {
+        /* waits count from the caller's now */
+        d->reset_us += late;
+        d->retry_after_us += r == 0 ? late : 0;
     }
+    if (r == MG__FROZEN || r == MG__GROW) {
+        /* being replaced or evicted: help replace it (an evicted one is not found again); or
+         * too small: replace it by a copy with room (the copy sees it was full) */
+        return entry_replace(t, iter, hash, mg_limiter_quota(l), atomic_load(&l->gen));
+    }
+    if (r == 0)
+        entry_count_rejection(e);
+    return r;
 }
 
 /* Takes a place in the table for a new key: 0, or -1 when `max_keys` are taken. */
@@ -352,47 +395,22 @@ static void place_give_back(mg_throttle_t *t)
     atomic_fetch_sub_explicit(&t->count, 1, memory_order_relaxed);
 }
 
-static entry_t *entry_new(const lookup_key_t *k, mg_quota_t quota, uint64_t gen)
-{
-    entry_t *e = aligned_alloc(64, (offsetof(entry_t, key) + k->len + 1 + 63) / 64 * 64);
-    mg_limiter_t *l = mg__limiter_new(quota, INITIAL_CAP);
-    if (e == NULL || l == NULL) {
-        free(e);
-        mg_limiter_free(l);
-        return NULL;
-    }
-    atomic_init(&l->gen, gen);
-    atomic_init(&e->rejected, 0);
-    atomic_init(&e->stripes, NULL);
-    cds_lfht_node_init(&e->node);
-    e->len = k->len;
-    memcpy(e->key, k->key, k->len);
-    e->key[k->len] = '\0';
-    /* last, with release: entry_match's acquire load then sees everything above */
-    atomic_store_explicit(&e->limiter, (uintptr_t)l, memory_order_release);
-    return e;
-}
-
-/* Inserts the key, or finds it inserted by another thread meanwhile: 0 and `*ep`, -1 out of
- * memory, MG_THROTTLE_FULL. */
-static int entry_insert(mg_throttle_t *t, const lookup_key_t *k, uint64_t hash, mg_quota_t quota, uint64_t gen, size_t max_keys,
-                        entry_t **ep)
+/* Inserts the key, unless another thread did meanwhile: RETRY (look it up), -1 out of memory,
+ * MG_THROTTLE_FULL. */
+static int entry_insert(mg_throttle_t *t, const lookup_key_t *k, uint64_t hash, mg_quota_t quota, uint64_t gen, size_t max_keys)
 {
     if (place_take(t, max_keys) != 0)
         return MG_THROTTLE_FULL;
-    entry_t *e = entry_new(k, quota, gen);
+    entry_t *e = entry_new(k->key, k->len, quota, INITIAL_CAP < quota.requests ? INITIAL_CAP : quota.requests, gen, NULL);
     if (e == NULL) {
         place_give_back(t);
         return -1;
     }
-    struct cds_lfht_node *found = cds_lfht_add_unique(t->ht, hash, entry_match, k, &e->node);
-    if (found != &e->node) {
+    if (cds_lfht_add_unique(t->ht, hash, entry_match, k, &e->node) != &e->node) {
         entry_free(e); /* another thread inserted the key first */
         place_give_back(t);
-        e = caa_container_of(found, entry_t, node);
     }
-    *ep = e;
-    return 0;
+    return RETRY;
 }
 
 /* What MG_THROTTLE_FULL tells: no key leaves the table before the soonest end of a window. */
@@ -416,10 +434,10 @@ int mg_throttle_acquire(mg_throttle_t *t, const char *key, size_t len, mg_quota_
     rcu_read_lock();
     do {
         cds_lfht_lookup(t->ht, hash, entry_match, &k, &iter);
-        entry_t *e = iter_entry(&iter);
-        r = e != NULL ? 0 : entry_insert(t, &k, hash, quota, gen, max_keys, &e);
-        if (r == 0)
-            r = entry_decide(t, e, quota, gen, now_us, d);
+        if (cds_lfht_iter_get_node(&iter) == NULL)
+            r = entry_insert(t, &k, hash, quota, gen, max_keys);
+        else
+            r = entry_decide(t, &iter, hash, quota, gen, now_us, d);
     } while (r == RETRY);
     READ_UNLOCK();
     if (r == MG_THROTTLE_FULL && d != NULL)
@@ -435,9 +453,10 @@ void mg_throttle_requota(mg_throttle_t *t, mg_throttle_quota_of_t quota_of, void
     FOR_EACH_ENTRY(t, &iter, e)
     {
         mg_quota_t quota;
-        mg_limiter_t *l;
-        if (!(atomic_load(&e->limiter) & ENTRY_DEAD) && quota_of(arg, e->key, e->len, &quota) && mg__quota_valid(quota))
-            entry_update(t, e, quota, gen, &l); /* out of memory: the next decision tries again */
+        /* a replaced entry's copy comes after it in the walk and is not seen: it is done;
+         * out of memory: the key's next decision tries again */
+        if (quota_of(arg, e->key, e->len, &quota) && mg__quota_valid(quota))
+            entry_update(t, &iter, key_hash(t, e->key, e->len), quota, gen);
     }
     READ_UNLOCK();
 }
@@ -447,34 +466,33 @@ typedef struct evict_hook {
     void *arg;
 } evict_hook_t;
 
-/* 1 if the entry was evicted (by this thread); else `*expiry` is when its window ends (0: not
- * known, the entry is dead or new). */
-static int entry_evict(mg_throttle_t *t, entry_t *e, uint64_t now, uint64_t *expiry, const evict_hook_t *hook)
+/* 1 if the entry at `iter` was evicted (by this thread); else `*expiry` is when its window
+ * ends (0: not known, the entry is new or was replaced). */
+static int entry_evict(mg_throttle_t *t, struct cds_lfht_iter *iter, uint64_t now, uint64_t *expiry, const evict_hook_t *hook)
 {
-    uintptr_t p = atomic_load_explicit(&e->limiter, memory_order_acquire);
-    mg_limiter_t *l = entry_limiter(p);
-    *expiry = (p & ENTRY_DEAD) ? 0 : mg__limiter_expiry(l);
+    entry_t *e = entry_at(iter);
+    mg_limiter_t *l = entry_limiter(e);
+    *expiry = mg__limiter_expiry(l);
     if (*expiry == 0 || *expiry > now)
         return 0;
     MG__EVICT_RACE_POINT();
     mg__limiter_freeze(l);
     if ((*expiry = mg__limiter_expiry(l)) > now) {
         /* an admission got in before the freeze: the key lives on in a copy */
-        entry_replace(e, l, mg_limiter_quota(l), atomic_load(&l->gen));
+        entry_replace(t, iter, key_hash(t, e->key, e->len), mg_limiter_quota(l), atomic_load(&l->gen));
         return 0;
     }
     *expiry = 0;
     uint64_t horizon = atomic_load(&t->horizon);
     while (horizon < now && !atomic_compare_exchange_weak(&t->horizon, &horizon, now))
         ;
-    if (!atomic_compare_exchange_strong(&e->limiter, &p, p | ENTRY_DEAD))
-        return 0; /* a helper replaced the limiter first */
+    if (cds_lfht_del(t->ht, &e->node) != 0)
+        return 0; /* a helper replaced it first: the key lives on in its copy */
     if (hook->gone != NULL) {
         /* frozen with its window passed: no decision can admit or reject on it any more */
         mg_throttle_stat_t s = {e->key, e->len, mg_limiter_quota(l), 0, mg__limiter_admitted(l), entry_rejected(e)};
         hook->gone(hook->arg, &s);
     }
-    cds_lfht_del(t->ht, &e->node);
     place_give_back(t);
     call_rcu(&e->rcu, entry_free_rcu);
     return 1;
@@ -495,7 +513,7 @@ size_t mg_throttle_evict_each(mg_throttle_t *t, uint64_t now_us, void (*gone)(vo
     rcu_read_lock();
     FOR_EACH_ENTRY(t, &iter, e)
     {
-        n += (size_t)entry_evict(t, e, now_us, &expiry, &hook);
+        n += (size_t)entry_evict(t, &iter, now_us, &expiry, &hook);
         if (expiry != 0 && expiry < next)
             next = expiry;
     }
@@ -514,10 +532,7 @@ void mg_throttle_foreach(mg_throttle_t *t, uint64_t now_us, void (*cb)(void *arg
     rcu_read_lock();
     FOR_EACH_ENTRY(t, &iter, e)
     {
-        uintptr_t p = atomic_load_explicit(&e->limiter, memory_order_acquire);
-        if (p & ENTRY_DEAD)
-            continue;
-        mg_limiter_t *l = entry_limiter(p);
+        mg_limiter_t *l = entry_limiter(e);
         mg_throttle_stat_t s = {
             .key = e->key,
             .len = e->len,

@@ -19,7 +19,9 @@
  * A figure is CPU time per decision: each thread's CLOCK_THREAD_CPUTIME_ID over its loop,
  * divided by its decisions, averaged over the threads; so with more threads than cores the
  * time a thread waits for a core is not counted, the time it spends on contention is. The
- * median of ROUNDS runs. "M/s" is all threads' decisions per second of wall time.
+ * median of ROUNDS runs, the three variants run in turn within each. "M/s" is all threads'
+ * decisions per second of wall time. "table / mutex" is each run's ratio of the two figures:
+ * its median and range over the runs (below 1, the lock-free table is the faster).
  *
  * Before that, memory per key: a table gets KEYS_MEMORY keys named like the gateway's
  * ("t", NUL, "tenant-000042"), each with one admission under {8000 per hour} (a key a client
@@ -303,6 +305,57 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return v[n / 2];
+}
+
+enum { VARIANTS = 3, THREAD_COUNTS = 4 };
+static const int thread_counts[THREAD_COUNTS] = {1, 2, 4, 8};
+
+/* One workload on one key count: ns[variant][threads][round], the variants in turn within
+ * each round (so the machine's neighbours weigh on all three alike), and the admitted share
+ * per variant. */
+typedef struct cell_runs {
+    double ns[VARIANTS][THREAD_COUNTS][MAX_ROUNDS], mps[VARIANTS][THREAD_COUNTS][MAX_ROUNDS];
+    double share[VARIANTS];
+} cell_runs_t;
+
+static void runs_measure(cell_runs_t *c, mg_quota_t q, uint32_t keys, size_t ops, int rounds)
+{
+    for (int t = 0; t < THREAD_COUNTS; t++)
+        for (int i = 0; i < rounds; i++)
+            for (variant_t v = LIMITER; v <= MUTEX; v++)
+                c->ns[v][t][i] = run_once(v, q, keys, thread_counts[t], ops, &c->mps[v][t][i], &c->share[v]);
+}
+
+/* The variants' rows, then "table / mutex": the ratio of each round's pair of figures, its
+ * median and range over the rounds (below 1: the lock-free table is faster). */
+static void runs_print(cell_runs_t *c, const char *load, uint32_t keys, int rounds)
+{
+    for (variant_t v = LIMITER; v <= MUTEX; v++) {
+        printf("| %s | %u | %s |", load, keys, variant_names[v]);
+        for (int t = 0; t < THREAD_COUNTS; t++) {
+            double ns[MAX_ROUNDS], mps[MAX_ROUNDS];
+            memcpy(ns, c->ns[v][t], sizeof(ns));
+            memcpy(mps, c->mps[v][t], sizeof(mps));
+            printf(" %.1f (%.1f) |", median(ns, rounds), median(mps, rounds));
+        }
+        printf(" %.0f%% |\n", c->share[v] * 100);
+    }
+    printf("| %s | %u | table / mutex |", load, keys);
+    for (int t = 0; t < THREAD_COUNTS; t++) {
+        double ratio[MAX_ROUNDS];
+        for (int i = 0; i < rounds; i++)
+            ratio[i] = c->ns[TABLE][t][i] / c->ns[MUTEX][t][i];
+        double mid = median(ratio, rounds);
+        printf(" %.2f (%.2f-%.2f) |", mid, ratio[0], ratio[rounds - 1]);
+    }
+    printf(" |\n");
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     size_t ops = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;
@@ -316,29 +369,18 @@ int main(int argc, char **argv)
         mg_quota_t quota;
     } loads[] = {{"admit", {100, 1}}, {"reject", {100, UINT64_C(3600) * 1000000}}};
     static const uint32_t key_counts[] = {1, MANY_KEYS};
-    static const int thread_counts[] = {1, 2, 4, 8};
     memory_per_key();
-    printf("%zu decisions per thread per run, median of %d runs; each cell: ns of CPU per decision (all threads' decisions "
-           "in millions per second of wall time)\n\n",
+    printf("%zu decisions per thread per run, median of %d runs, the three variants in turn in each run; each cell: ns of "
+           "CPU per decision (all threads' decisions in millions per second of wall time); table / mutex: median "
+           "(range) of the runs' ratios\n\n",
            ops, rounds);
     printf("| workload | keys | variant | 1 thread | 2 threads | 4 threads | 8 threads | admitted |\n");
     printf("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+    static cell_runs_t c;
     for (size_t l = 0; l < sizeof(loads) / sizeof(loads[0]); l++) {
         for (size_t k = 0; k < 2; k++) {
-            for (variant_t v = LIMITER; v <= MUTEX; v++) {
-                printf("| %s | %u | %s |", loads[l].name, key_counts[k], variant_names[v]);
-                double share = 0;
-                for (size_t t = 0; t < 4; t++) {
-                    double ns[MAX_ROUNDS], mps[MAX_ROUNDS];
-                    for (int i = 0; i < rounds; i++)
-                        ns[i] = run_once(v, loads[l].quota, key_counts[k], thread_counts[t], ops, &mps[i], &share);
-                    qsort(ns, (size_t)rounds, sizeof(double), cmp_double);
-                    qsort(mps, (size_t)rounds, sizeof(double), cmp_double);
-                    printf(" %.1f (%.1f) |", ns[rounds / 2], mps[rounds / 2]);
-                    fflush(stdout);
-                }
-                printf(" %.0f%% |\n", share * 100);
-            }
+            runs_measure(&c, loads[l].quota, key_counts[k], ops, rounds);
+            runs_print(&c, loads[l].name, key_counts[k], rounds);
         }
     }
     return 0;

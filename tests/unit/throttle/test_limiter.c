@@ -175,7 +175,7 @@ Test(limiter, a_large_quota_costs_the_memory_its_admissions_use)
 {
     /* 8 MB of slots: a new key must not pay for (or zero) all of them up front */
     mg_limiter_t *l = limiter(MG_QUOTA_MAX_REQUESTS, 1000000);
-    cr_assert(ring_mapped(l->cap));
+    cr_assert(mg__limiter_mapped(l->cap));
     for (uint64_t t = 1; t <= 10; t++)
         decide(l, t, 1);
     cr_expect_leq(resident_pages(l), 4);
@@ -183,7 +183,7 @@ Test(limiter, a_large_quota_costs_the_memory_its_admissions_use)
     mg_limiter_free(l);
     /* small rings come from malloc */
     l = limiter(100, 1000000);
-    cr_expect_not(ring_mapped(l->cap));
+    cr_expect_not(mg__limiter_mapped(l->cap));
     mg_limiter_free(l);
 }
 
@@ -224,16 +224,16 @@ Test(limiter, quota_out_of_range_is_refused)
     mg_limiter_free(l);
 }
 
-Test(limiter, header_is_56_bytes_and_large_rings_start_on_a_cache_line)
+Test(limiter, header_is_40_bytes_and_large_rings_start_on_a_cache_line)
 {
-    cr_expect_eq(offsetof(mg_limiter_t, slot), 56);
+    cr_expect_eq(offsetof(mg_limiter_t, slot), 40);
     cr_expect_eq(sizeof(((mg_limiter_t *)NULL)->slot[0]), 8);
     /* from MG__ALIGNED_CAP slots (and for mappings): the header is one line, the slots start
      * on the next */
     static const uint32_t caps[] = {MG__ALIGNED_CAP, 100, 9000, MG_QUOTA_MAX_REQUESTS};
     for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
         mg_limiter_t *l = limiter(caps[i], 10);
-        cr_expect_eq((uintptr_t)l % 64, 8, "%u slots: the header ends at a line", caps[i]);
+        cr_expect_eq((uintptr_t)l % 64, 24, "%u slots: the header ends at a line", caps[i]);
         cr_expect_eq((uintptr_t)&l->slot[0] % 64, 0);
         cr_expect_eq(mg__limiter_bytes(l), 64 + 8 * (size_t)caps[i]);
         mg_limiter_free(l);
@@ -242,8 +242,37 @@ Test(limiter, header_is_56_bytes_and_large_rings_start_on_a_cache_line)
     mg_limiter_t *l = mg__limiter_new((mg_quota_t){1000, 10}, MG__ALIGNED_CAP - 1);
     cr_assert_not_null(l);
     cr_expect_eq(l->cap, MG__ALIGNED_CAP - 1);
-    cr_expect_eq(mg__limiter_bytes(l), 56 + 8 * (MG__ALIGNED_CAP - 1));
+    cr_expect_eq(mg__limiter_bytes(l), 40 + 8 * (MG__ALIGNED_CAP - 1));
     mg_limiter_free(l);
+}
+
+Test(limiter, a_ring_laid_out_in_a_block_starts_after_its_place_and_keeps_the_line_rule)
+{
+    static const uint32_t caps[] = {1, 2, MG__ALIGNED_CAP - 1, MG__ALIGNED_CAP, 100, 4000};
+    for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+        for (size_t at = 0; at < 200; at++) {
+            size_t offset, end = mg__limiter_layout(caps[i], at, &offset);
+            cr_assert_geq(offset, at, "%u slots at %zu", caps[i], at);
+            cr_assert_eq(offset % 8, 0);
+            cr_assert_eq(end, offset + 40 + 8 * (size_t)caps[i]);
+            if (caps[i] >= MG__ALIGNED_CAP) {
+                cr_assert_eq((offset + 40) % 64, 0, "%u slots at %zu: the slots start a line", caps[i], at);
+                cr_assert_lt(offset, at + 64, "no more than a line of padding");
+            } else {
+                cr_assert_lt(offset, at + 8, "packed");
+            }
+        }
+    }
+    /* a limiter made there works as one of its own */
+    _Alignas(64) unsigned char block[64 * 4];
+    size_t offset;
+    mg__limiter_layout(MG__ALIGNED_CAP, 10, &offset);
+    memset(block, 0xa5, sizeof(block));
+    mg_limiter_t *l = mg__limiter_init(block + offset, (mg_quota_t){MG__ALIGNED_CAP, 100}, MG__ALIGNED_CAP);
+    for (uint32_t i = 0; i < MG__ALIGNED_CAP; i++)
+        decide(l, 1000, 1);
+    cr_expect_eq(decide(l, 1050, 0).retry_after_us, 50);
+    cr_expect_eq(mg_limiter_used(l, 1050), MG__ALIGNED_CAP);
 }
 
 Test(limiter, helps_a_stamped_admission_and_laps_wrap_their_tags)
@@ -346,7 +375,7 @@ Test(limiter, a_small_ring_grows_only_when_its_window_needs_it)
     mg_limiter_t *l = mg__limiter_new(q, 2);
     cr_assert_not_null(l);
     cr_expect_eq(l->cap, 2);
-    cr_expect_eq(mg__limiter_bytes(l), 56 + 2 * 8, "a new key's ring: tens of bytes, not 8 N");
+    cr_expect_eq(mg__limiter_bytes(l), 40 + 2 * 8, "a new key's ring: tens of bytes, not 8 N");
     /* one request per window, for fifty windows: two slots are always enough */
     for (uint64_t t = 1000; t < 6000; t += 100)
         decide(l, t, 1);

@@ -297,6 +297,19 @@ Test(table, an_evicted_key_seen_again_starts_from_what_it_would_have_had)
     fill("other", q, 1, 280, 2);
 }
 
+/* The entry of `key` (the table is not changing). */
+static entry_t *entry_of(const char *key)
+{
+    lookup_key_t k = {key, strlen(key)};
+    struct cds_lfht_iter iter;
+    rcu_read_lock();
+    cds_lfht_lookup(table->ht, key_hash(table, k.key, k.len), entry_match, &k, &iter);
+    entry_t *e = iter_entry(&iter);
+    READ_UNLOCK();
+    cr_assert_not_null(e, "%s is not in the table", key);
+    return e;
+}
+
 Test(table, a_key_whose_limiter_is_frozen_by_a_stalled_thread_goes_on)
 {
     fill("k", q3, 1, 1000, 3);
@@ -305,13 +318,12 @@ Test(table, a_key_whose_limiter_is_frozen_by_a_stalled_thread_goes_on)
     rcu_read_lock();
     cds_lfht_lookup(table->ht, key_hash(table, "k", 1), entry_match, &k, &iter);
     entry_t *e = caa_container_of(cds_lfht_iter_get_node(&iter), entry_t, node);
-    mg_limiter_t *l = entry_limiter(atomic_load(&e->limiter));
     /* a migrating thread froze it and stopped before replacing it */
-    mg__limiter_freeze(l);
+    mg__limiter_freeze(e->limiter);
     READ_UNLOCK();
     fill("k", q3, 1, 1099, 0);
     fill("k", q3, 1, 1100, 3);
-    cr_expect_neq(entry_limiter(atomic_load(&e->limiter)), l, "the frozen limiter was replaced by a helper");
+    cr_expect_neq(entry_of("k"), e, "the entry of the frozen limiter was replaced by a helper");
     listing_t ls = {0};
     mg_throttle_foreach(table, 1100, collect, &ls);
     cr_expect_eq(ls.stat[0].admitted, 6);
@@ -321,14 +333,7 @@ Test(table, a_key_whose_limiter_is_frozen_by_a_stalled_thread_goes_on)
 /* The limiter of `key` (the table is not changing). */
 static mg_limiter_t *limiter_of(const char *key)
 {
-    lookup_key_t k = {key, strlen(key)};
-    struct cds_lfht_iter iter;
-    rcu_read_lock();
-    cds_lfht_lookup(table->ht, key_hash(table, k.key, k.len), entry_match, &k, &iter);
-    entry_t *e = iter_entry(&iter);
-    READ_UNLOCK();
-    cr_assert_not_null(e, "%s is not in the table", key);
-    return entry_limiter(atomic_load(&e->limiter));
+    return entry_of(key)->limiter;
 }
 
 Test(table, a_key_starts_with_a_small_ring_and_grows_with_its_admissions)
@@ -336,11 +341,17 @@ Test(table, a_key_starts_with_a_small_ring_and_grows_with_its_admissions)
     const mg_quota_t q = {8000, UINT64_C(3600) * 1000000};
     cr_assert_eq(acquire("one", q, 1, 1000, NULL), 1);
     cr_expect_eq(limiter_of("one")->cap, INITIAL_CAP);
-    cr_expect_eq(mg__limiter_bytes(limiter_of("one")), 72);
+    cr_expect_eq(mg__limiter_bytes(limiter_of("one")), 56);
     /* 100 admissions in the window: the ring doubled as far as they needed, 128 slots */
     for (int i = 0; i < 100; i++)
         cr_assert_eq(acquire("busy", q, 1, 1000 + (uint64_t)i, NULL), 1);
     cr_expect_eq(limiter_of("busy")->cap, 128);
+    /* the grown ring is the entry's, right after its key, its slots from a line's start */
+    entry_t *busy = entry_of("busy");
+    size_t at = (size_t)((char *)busy->limiter - (char *)busy);
+    cr_expect_geq(at, offsetof(entry_t, key) + sizeof("busy"));
+    cr_expect_lt(at, offsetof(entry_t, key) + sizeof("busy") + 64);
+    cr_expect_eq((uintptr_t)&busy->limiter->slot[0] % 64, 0);
     listing_t l = {0};
     mg_throttle_foreach(table, 2000, collect, &l);
     cr_expect_eq(listed(&l, "busy")->used, 100);
@@ -352,6 +363,22 @@ Test(table, a_key_starts_with_a_small_ring_and_grows_with_its_admissions)
     mg_decision_t d;
     cr_assert_eq(acquire("five", q5, 1, 60, &d), 0);
     cr_expect_eq(d.retry_after_us, 50);
+}
+
+Test(table, a_ring_too_large_for_its_entry_gets_pages_of_its_own)
+{
+    const mg_quota_t q = {20000, UINT64_C(3600) * 1000000};
+    for (int i = 0; i < 9000; i++)
+        cr_assert_eq(acquire("huge", q, 1, 1000 + (uint64_t)i, NULL), 1);
+    entry_t *e = entry_of("huge");
+    cr_expect_eq(e->limiter->cap, 16384);
+    cr_expect(mg__limiter_mapped(e->limiter->cap));
+    uintptr_t at = (uintptr_t)e->limiter, from = (uintptr_t)e;
+    cr_expect(at < from || at >= from + 4096, "not in the entry's block");
+    listing_t l = {0};
+    mg_throttle_foreach(table, 10000, collect, &l);
+    cr_expect_eq(listed(&l, "huge")->used, 9000);
+    cr_expect_eq(listed(&l, "huge")->admitted, 9000);
 }
 
 /* Heap bytes in use (glibc), small chunks and mapped ones. */
