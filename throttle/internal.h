@@ -46,8 +46,9 @@ mg_limiter_t *mg__limiter_new(mg_quota_t quota, uint32_t cap);
 /* 1 if a ring of `cap` slots gets pages of its own (mg__limiter_new maps them): too large to
  * be laid out in another object. */
 int mg__limiter_mapped(uint32_t cap);
-/* Lays a ring of `cap` slots (not mapped) out in a block aligned to 64 bytes, from byte `at`
- * on: `*offset` is where it starts; returns where it ends. */
+/* Lays a ring of `cap` slots (not mapped) out in a block aligned to 64 bytes (to 8 when `cap`
+ * is under MG__ALIGNED_CAP), from byte `at` on: `*offset` is where it starts; returns where it
+ * ends. */
 size_t mg__limiter_layout(uint32_t cap, size_t at, size_t *offset);
 /* A limiter of the valid `quota` with `cap` (1 .. N) slots made at `mem`, a place
  * mg__limiter_layout gave. Never freed by itself: it goes with the memory around it. */

@@ -94,15 +94,16 @@ typedef struct stripe {
 
 /*
  * An entry is one block: a line of these fields, the key from the next line on, then the
- * limiter (a ring of MG__ALIGNED_CAP slots and more with its slots from a line's start). A
- * decision on a short key (up to 24 bytes) reads two lines before the ring's slots, both in
- * one 128-byte pair: the node and the counts, then the key and the limiter's header. The
- * rejection count shares the node's line: only an uncontended rejection writes it (once two
- * threads collide on it, each adds to a stripe of its own), so a flood from every core does
- * not take the line from the lookups.
+ * limiter. A key whose ring has MG__ALIGNED_CAP slots and more (one that uses its quota) gets
+ * a block on cache lines, with the ring's slots from a line's start: a decision on a short
+ * key (up to 24 bytes) then reads two lines before the slots, both in one 128-byte pair, the
+ * node and the counts, then the key and the limiter's header. The rejection count shares the
+ * node's line: only an uncontended rejection writes it (once two threads collide on it, each
+ * adds to a stripe of its own), so a flood from every core does not take the line from the
+ * lookups.
  */
 typedef struct entry {
-    _Alignas(64) struct cds_lfht_node node;
+    struct cds_lfht_node node;
     /* in this block after the key, or mapped (mg__limiter_mapped); set once, with release,
      * when the entry is complete: entry_limiter's acquire then sees all of it (for
      * ThreadSanitizer, which cannot see liburcu's barriers when the entry is published) */
@@ -296,7 +297,10 @@ static entry_t *entry_new(const char *key, size_t len, mg_quota_t quota, uint32_
     int mapped = mg__limiter_mapped(cap);
     if (!mapped)
         end = mg__limiter_layout(cap, at, &offset);
-    entry_t *e = aligned_alloc(64, (end + 63) / 64 * 64);
+    /* a ring of MG__ALIGNED_CAP slots and more (a key that uses its quota) on cache lines as
+     * above; a smaller one (most often a key that made a request or two) packed, from plain
+     * malloc: an aligned block would cost it a third more memory */
+    entry_t *e = cap >= MG__ALIGNED_CAP ? aligned_alloc(64, (end + 63) / 64 * 64) : malloc(end);
     mg_limiter_t *l = e == NULL ? NULL : mapped ? mg__limiter_new(quota, cap) : mg__limiter_init((char *)e + offset, quota, cap);
     if (l == NULL) {
         free(e);

@@ -37,7 +37,7 @@
  * A benchmark: prints a table, never fails on time. Loops are bounded (OPS decisions per
  * thread per run).
  *
- *   throttle-bench [OPS [ROUNDS]]     defaults 1000000 and 3
+ *   throttle-bench [OPS [ROUNDS [THREADS]]]   defaults 1000000, 3 and 8: the columns up to THREADS
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -377,6 +377,7 @@ static double median(double *v, int n)
 
 enum { VARIANTS = 4, THREAD_COUNTS = 4 };
 static const int thread_counts[THREAD_COUNTS] = {1, 2, 4, 8};
+static int columns = THREAD_COUNTS; /* the thread counts run: the first `columns` */
 
 /* One workload on one key count: ns[variant][threads][round], the variants in turn within
  * each round (so the machine's neighbours weigh on all three alike), and the admitted share
@@ -388,7 +389,7 @@ typedef struct cell_runs {
 
 static void runs_measure(cell_runs_t *c, mg_quota_t q, uint32_t keys, size_t ops, int rounds)
 {
-    for (int t = 0; t < THREAD_COUNTS; t++)
+    for (int t = 0; t < columns; t++)
         for (int i = 0; i < rounds; i++)
             for (variant_t v = LIMITER; v <= MUTEX_MAP; v++)
                 c->ns[v][t][i] = run_once(v, q, keys, thread_counts[t], ops, &c->mps[v][t][i], &c->share[v]);
@@ -399,7 +400,7 @@ static void runs_measure(cell_runs_t *c, mg_quota_t q, uint32_t keys, size_t ops
 static void ratio_print(cell_runs_t *c, const char *load, uint32_t keys, int rounds, variant_t a, variant_t b)
 {
     printf("| %s | %u | %s / %s |", load, keys, variant_names[a], variant_names[b]);
-    for (int t = 0; t < THREAD_COUNTS; t++) {
+    for (int t = 0; t < columns; t++) {
         double ratio[MAX_ROUNDS];
         for (int i = 0; i < rounds; i++)
             ratio[i] = c->ns[a][t][i] / c->ns[b][t][i];
@@ -415,7 +416,7 @@ static void runs_print(cell_runs_t *c, const char *load, uint32_t keys, int roun
 {
     for (variant_t v = LIMITER; v <= MUTEX_MAP; v++) {
         printf("| %s | %u | %s |", load, keys, variant_names[v]);
-        for (int t = 0; t < THREAD_COUNTS; t++) {
+        for (int t = 0; t < columns; t++) {
             double ns[MAX_ROUNDS], mps[MAX_ROUNDS];
             memcpy(ns, c->ns[v][t], sizeof(ns));
             memcpy(mps, c->mps[v][t], sizeof(mps));
@@ -431,11 +432,13 @@ static void runs_print(cell_runs_t *c, const char *load, uint32_t keys, int roun
 int main(int argc, char **argv)
 {
     size_t ops = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;
-    int rounds = argc > 2 ? atoi(argv[2]) : 3;
-    if (ops == 0 || rounds < 1 || rounds > MAX_ROUNDS) {
-        fprintf(stderr, "usage: throttle-bench [OPS [ROUNDS (1..%d)]]\n", MAX_ROUNDS);
+    int rounds = argc > 2 ? atoi(argv[2]) : 3, threads = argc > 3 ? atoi(argv[3]) : MAX_THREADS;
+    if (ops == 0 || rounds < 1 || rounds > MAX_ROUNDS || threads < 1) {
+        fprintf(stderr, "usage: throttle-bench [OPS [ROUNDS (1..%d) [THREADS]]]\n", MAX_ROUNDS);
         return 2;
     }
+    for (columns = 0; columns < THREAD_COUNTS && thread_counts[columns] <= threads;)
+        columns++;
     static const struct {
         const char *name;
         mg_quota_t quota;
@@ -446,8 +449,13 @@ int main(int argc, char **argv)
            "per decision (all threads' decisions in millions per second of wall time); a / b: median (range) of the "
            "runs' ratios, below 1 when a is the faster\n\n",
            ops, rounds);
-    printf("| workload | keys | variant | 1 thread | 2 threads | 4 threads | 8 threads | admitted |\n");
-    printf("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
+    printf("| workload | keys | variant |");
+    for (int t = 0; t < columns; t++)
+        printf(" %d thread%s |", thread_counts[t], t > 0 ? "s" : "");
+    printf(" admitted |\n| --- | ---: | --- |");
+    for (int t = 0; t <= columns; t++)
+        printf(" ---: |");
+    printf("\n");
     static cell_runs_t c;
     for (size_t l = 0; l < sizeof(loads) / sizeof(loads[0]); l++) {
         for (size_t k = 0; k < 2; k++) {
