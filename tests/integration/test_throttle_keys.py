@@ -70,7 +70,7 @@ def test_invented_tenants_cost_bytes_not_their_quota(start_gateway):
     rss2 = gw.rss_kib()
     per_key = max(0, (rss2 - rss1) - (rss1 - rss0)) * 1024 / keys
     print(f"RSS {rss0} -> {rss1} -> {rss2} KiB: {per_key:.0f} bytes per invented tenant")
-    # today about 250 bytes (docs/performance.md); a ring of N slots was 64,064 bytes per key
+    # today about 135 bytes (docs/performance.md); a ring of N slots was 64,064 bytes per key
     assert per_key < 4096, f"{per_key:.0f} bytes of RSS per invented tenant ({rss0} -> {rss1} -> {rss2} KiB)"
 
 
