@@ -62,6 +62,8 @@ void mg_worker_conf_drop(mg_worker_t *w, mg_config_t *conf)
     *link = hold->next;
     mg_config_release(hold->conf);
     free(hold);
+    /* an old configuration may have gone with it: the main thread gives its memory back */
+    mg_memory_trim_later();
 }
 
 /* Moves the worker to the gateway's configuration when it changed. */
@@ -172,5 +174,7 @@ int mg_gateway_reload(mg_gateway_t *gw, mg_errors_t *errs)
     atomic_fetch_add(conf != NULL ? &gw->reloads_ok : &gw->reloads_failed, 1);
     log_reload(gw, errs, conf != NULL);
     pthread_mutex_unlock(&gw->reload_lock);
+    /* the new file's parsed tree is freed (and the old configuration, if no request held it) */
+    mg_memory_trim();
     return conf != NULL ? 0 : -1;
 }

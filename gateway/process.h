@@ -1,7 +1,7 @@
 /*
  * What puts the process together (server.c): the gateway's and the workers' references on
- * configurations, and the reload (conf_refs.c), signals (signals.c) and the request handler's
- * registration (handler.c). Main thread and reloading threads; the admin API reloads and reads
+ * configurations, and the reload (conf_refs.c), signals (signals.c), freed memory given back
+ * (memory.c) and the request handler's registration (handler.c). Main thread and reloading threads; the admin API reloads and reads
  * through it.
  *
  * The gateway holds one reference on its current configuration. Each worker holds one per
@@ -40,8 +40,16 @@ void mg_worker_conf_dispose(mg_worker_t *w);
 void mg_handler_register(mg_gateway_t *gw, h2o_hostconf_t *hostconf, h2o_pathconf_t *pathconf);
 
 /* Installs signal handling: blocks SIGTERM/SIGINT/SIGHUP/SIGPIPE in the calling thread (and so in
- * threads created afterwards). mg_signals_wait returns the next of SIGTERM/SIGINT/SIGHUP (signals.c). */
+ * threads created afterwards). mg_signals_wait returns the next of SIGTERM/SIGINT/SIGHUP, or 0
+ * when none came within `timeout_ms` (signals.c). */
 void mg_signals_block(void);
-int mg_signals_wait(void);
+int mg_signals_wait(unsigned timeout_ms);
+
+/* Freed memory back to the system (memory.c): mg_memory_trim now, on a thread that may take
+ * milliseconds (never a worker); mg_memory_trim_later from any thread, for the main thread's
+ * next mg_memory_trim_if_asked (at least once a second). */
+void mg_memory_trim(void);
+void mg_memory_trim_later(void);
+void mg_memory_trim_if_asked(void);
 
 #endif

@@ -309,16 +309,22 @@ static int wait_workers(mg_gateway_t *gw, unsigned *counter, uint64_t timeout_ms
     return all ? 0 : -1;
 }
 
-/* The main thread's life once the workers run: reload on SIGHUP until SIGTERM/SIGINT. */
+/* The main thread's life once the workers run: reload on SIGHUP until SIGTERM/SIGINT, and give
+ * freed memory back when a worker asked. */
 static int serve_signals(mg_gateway_t *gw)
 {
-    int sig;
-    while ((sig = mg_signals_wait()) == SIGHUP) {
+    for (;;) {
+        int sig = mg_signals_wait(1000);
+        if (sig == 0) {
+            mg_memory_trim_if_asked();
+            continue;
+        }
+        if (sig != SIGHUP)
+            return sig;
         mg_errors_t errs = {0};
         mg_gateway_reload(gw, &errs);
         mg_errors_clear(&errs);
     }
-    return sig;
 }
 
 static int gateway_init(mg_gateway_t *gw, mg_config_t *conf)
@@ -365,6 +371,8 @@ int mg_gateway_run(mg_config_t *conf)
     /* before anything can start a thread (liburcu's, the admin thread): every thread inherits the
      * mask, so only the main thread's sigwait ever takes SIGTERM, SIGINT or SIGHUP */
     mg_signals_block();
+    /* the parsed file is freed: without this the process would keep the load's peak for good */
+    mg_memory_trim();
     if (gateway_init(gw, conf) != 0)
         return 1;
     /* the first keys of every JWKS url before the first request (each fetch bounded by its timeout) */

@@ -1,8 +1,10 @@
 /*
- * Signals are handled synchronously by the main thread (sigwait), never in a handler: the
+ * Signals are handled synchronously by the main thread (sigtimedwait), never in a handler: the
  * workers have them blocked, so their h2o loops are never interrupted mid-callback.
  */
+#include <errno.h>
 #include <signal.h>
+#include <time.h>
 #include "gateway/process.h"
 
 static sigset_t handled;
@@ -18,12 +20,13 @@ void mg_signals_block(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
-int mg_signals_wait(void)
+int mg_signals_wait(unsigned timeout_ms)
 {
+    struct timespec timeout = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000};
     for (;;) {
-        int sig;
-        if (sigwait(&handled, &sig) != 0)
-            continue;
+        int sig = sigtimedwait(&handled, NULL, &timeout);
+        if (sig < 0 && errno == EAGAIN)
+            return 0;
         if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP)
             return sig;
     }

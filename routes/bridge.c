@@ -97,12 +97,12 @@ static void mg_bridge_add_msg_field(void *arg, mg_str_t name)
     mg_route_t *r = arg;
     if (name.len <= MG_BRIDGE_MSG_PREFIX_LEN || memcmp(name.base, MG_BRIDGE_MSG_PREFIX, MG_BRIDGE_MSG_PREFIX_LEN) != 0)
         return;
-    for (size_t i = 0; i != r->bridge.num_msg_vars; ++i) {
-        if (mg_str_compare(name, r->bridge.msg_vars[i]) == 0)
+    for (size_t i = 0; i != r->bridge->num_msg_vars; ++i) {
+        if (mg_str_compare(name, r->bridge->msg_vars[i]) == 0)
             return;
     }
-    r->bridge.msg_vars = mg_bridge_grow(r->bridge.msg_vars, r->bridge.num_msg_vars, sizeof(*r->bridge.msg_vars));
-    r->bridge.msg_vars[r->bridge.num_msg_vars++] = mg_copy_or_abort(name.base, name.len);
+    r->bridge->msg_vars = mg_bridge_grow(r->bridge->msg_vars, r->bridge->num_msg_vars, sizeof(*r->bridge->msg_vars));
+    r->bridge->msg_vars[r->bridge->num_msg_vars++] = mg_copy_or_abort(name.base, name.len);
 }
 
 static void mg_bridge_read_path(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *node)
@@ -117,7 +117,7 @@ static void mg_bridge_read_path(const mg_route_env_t *env, mg_route_t *r, const 
         mg_template_free(t);
         return;
     }
-    r->bridge.path = t;
+    r->bridge->path = t;
     mg__template_each_var(t, mg_bridge_add_msg_field, r);
 }
 
@@ -142,18 +142,18 @@ static void mg_bridge_read_map(const mg_route_env_t *env, mg_route_t *r, const m
         mg_errors_add(env->errs, map, "empty method map (expected operation values and their methods, such as {add: POST})");
         return;
     }
-    if ((r->bridge.methods = calloc(map->u.mapping.size, sizeof(*r->bridge.methods))) == NULL)
+    if ((r->bridge->methods = calloc(map->u.mapping.size, sizeof(*r->bridge->methods))) == NULL)
         abort();
     for (size_t i = 0; i != map->u.mapping.size; ++i) {
         const mg_node_pair_t *pair = &map->u.mapping.pairs[i];
         char *method = mg_bridge_read_method_name(env, pair->value);
         if (method == NULL)
             continue;
-        mg_bridge_method_t *m = &r->bridge.methods[r->bridge.num_methods++];
+        mg_bridge_method_t *m = &r->bridge->methods[r->bridge->num_methods++];
         *m = (mg_bridge_method_t){mg_copy_or_abort(pair->key->u.scalar.str, pair->key->u.scalar.len), method};
     }
     /* Sorted so that each message's lookup is a binary search. */
-    qsort(r->bridge.methods, r->bridge.num_methods, sizeof(*r->bridge.methods), mg_bridge_compare_methods);
+    qsort(r->bridge->methods, r->bridge->num_methods, sizeof(*r->bridge->methods), mg_bridge_compare_methods);
 }
 
 static void mg_bridge_read_method_map(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *v)
@@ -163,21 +163,21 @@ static void mg_bridge_read_method_map(const mg_route_env_t *env, mg_route_t *r, 
     const mg_node_t *from = mg_node_require(v, "from", env->errs), *map = mg_node_get(v, "map");
     const mg_node_t *fallback = mg_node_get(v, "default");
     if (from != NULL)
-        r->bridge.method_from = mg_bridge_read_field(env, from);
+        r->bridge->method_from = mg_bridge_read_field(env, from);
     /* With neither, no message could have a method. */
     if (map == NULL && fallback == NULL)
         mg_errors_add(env->errs, v, "method needs 'map', 'default' or both");
     if (map != NULL)
         mg_bridge_read_map(env, r, map);
     if (fallback != NULL)
-        r->bridge.method_default = mg_bridge_read_method_name(env, fallback);
+        r->bridge->method_default = mg_bridge_read_method_name(env, fallback);
 }
 
 /* `method: POST` (every message) or `method: {from: FIELD, map: {VALUE: METHOD}, default: METHOD}`. */
 static void mg_bridge_read_method(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *v)
 {
     if (v->kind == MG_NODE_SCALAR)
-        r->bridge.method_default = mg_bridge_read_method_name(env, v);
+        r->bridge->method_default = mg_bridge_read_method_name(env, v);
     else if (v->kind == MG_NODE_MAPPING)
         mg_bridge_read_method_map(env, r, v);
     else
@@ -187,10 +187,10 @@ static void mg_bridge_read_method(const mg_route_env_t *env, mg_route_t *r, cons
 
 const char *mg_bridge_method(const mg_route_t *r, mg_str_t value)
 {
-    if (r->bridge.method_from == NULL)
-        return r->bridge.method_default;
-    const mg_bridge_method_t *m = mg_bridge_search(value, r->bridge.methods, r->bridge.num_methods, sizeof(*m));
-    return m != NULL ? m->method : r->bridge.method_default;
+    if (r->bridge->method_from == NULL)
+        return r->bridge->method_default;
+    const mg_bridge_method_t *m = mg_bridge_search(value, r->bridge->methods, r->bridge->num_methods, sizeof(*m));
+    return m != NULL ? m->method : r->bridge->method_default;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -201,8 +201,8 @@ static void mg_bridge_add_high(const mg_route_env_t *env, mg_route_t *r, const m
     const char *s;
     if (mg_node_to_str(node, &s, env->errs) != 0)
         return;
-    r->bridge.priority_high = mg_bridge_grow(r->bridge.priority_high, r->bridge.num_priority_high, sizeof(char *));
-    r->bridge.priority_high[r->bridge.num_priority_high++] = mg_copy_or_abort(s, node->u.scalar.len);
+    r->bridge->priority_high = mg_bridge_grow(r->bridge->priority_high, r->bridge->num_priority_high, sizeof(char *));
+    r->bridge->priority_high[r->bridge->num_priority_high++] = mg_copy_or_abort(s, node->u.scalar.len);
 }
 
 /* `high: VALUE` or `high: [VALUE, ...]`. */
@@ -216,8 +216,8 @@ static void mg_bridge_read_high(const mg_route_env_t *env, mg_route_t *r, const 
         for (size_t i = 0; i != v->u.sequence.size; ++i)
             mg_bridge_add_high(env, r, v->u.sequence.items[i]);
     }
-    if (r->bridge.num_priority_high > 1) /* qsort's array may not be NULL, even for 0 items */
-        qsort(r->bridge.priority_high, r->bridge.num_priority_high, sizeof(char *), mg_bridge_compare_strings);
+    if (r->bridge->num_priority_high > 1) /* qsort's array may not be NULL, even for 0 items */
+        qsort(r->bridge->priority_high, r->bridge->num_priority_high, sizeof(char *), mg_bridge_compare_strings);
 }
 
 static void mg_bridge_read_priority(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *v)
@@ -226,16 +226,16 @@ static void mg_bridge_read_priority(const mg_route_env_t *env, mg_route_t *r, co
         return;
     const mg_node_t *from = mg_node_require(v, "from", env->errs), *high = mg_node_require(v, "high", env->errs);
     if (from != NULL)
-        r->bridge.priority_from = mg_bridge_read_field(env, from);
+        r->bridge->priority_from = mg_bridge_read_field(env, from);
     if (high != NULL)
         mg_bridge_read_high(env, r, high);
 }
 
 int mg_bridge_is_high(const mg_route_t *r, mg_str_t value)
 {
-    if (r->bridge.priority_from == NULL)
+    if (r->bridge->priority_from == NULL)
         return 0;
-    return mg_bridge_search(value, r->bridge.priority_high, r->bridge.num_priority_high, sizeof(char *)) != NULL;
+    return mg_bridge_search(value, r->bridge->priority_high, r->bridge->num_priority_high, sizeof(char *)) != NULL;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -244,6 +244,8 @@ int mg_bridge_is_high(const mg_route_t *r, mg_str_t value)
 void mg__bridge_read(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *v)
 {
     r->kind = MG_ROUTE_BRIDGE;
+    if ((r->bridge = calloc(1, sizeof(*r->bridge))) == NULL)
+        abort(); /* as mg_copy_or_abort: a configuration load out of memory */
     if (v->kind != MG_NODE_MAPPING) {
         mg_errors_add(env->errs, v, "expected a mapping such as {backend: api, method: POST}, got %s", mg_node_kind_name(v->kind));
         return;
@@ -254,7 +256,7 @@ void mg__bridge_read(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *
     const mg_node_t *method = mg_node_require(v, "method", env->errs), *body = mg_node_get(v, "body");
     const mg_node_t *priority = mg_node_get(v, "priority");
     if (backend != NULL)
-        mg__route_read_backend(env, backend, &r->bridge.backend_name, &r->bridge.backend);
+        mg__route_read_backend(env, backend, &r->bridge->backend_name, &r->bridge->backend);
     if (path != NULL)
         mg_bridge_read_path(env, r, path);
     else
@@ -262,7 +264,7 @@ void mg__bridge_read(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *
     if (method != NULL)
         mg_bridge_read_method(env, r, method);
     if (body != NULL)
-        r->bridge.body_field = mg_bridge_read_field(env, body);
+        r->bridge->body_field = mg_bridge_read_field(env, body);
     if (priority != NULL)
         mg_bridge_read_priority(env, r, priority);
 }
@@ -276,17 +278,20 @@ static void mg_bridge_free_strings(char **list, size_t num)
 
 void mg__bridge_free(mg_route_t *r)
 {
-    free(r->bridge.backend_name);
-    mg_template_free(r->bridge.path);
-    free(r->bridge.method_from);
-    for (size_t i = 0; i != r->bridge.num_methods; ++i) {
-        free(r->bridge.methods[i].value);
-        free(r->bridge.methods[i].method);
+    if (r->bridge == NULL)
+        return;
+    free(r->bridge->backend_name);
+    mg_template_free(r->bridge->path);
+    free(r->bridge->method_from);
+    for (size_t i = 0; i != r->bridge->num_methods; ++i) {
+        free(r->bridge->methods[i].value);
+        free(r->bridge->methods[i].method);
     }
-    free(r->bridge.methods);
-    free(r->bridge.method_default);
-    free(r->bridge.body_field);
-    free(r->bridge.priority_from);
-    mg_bridge_free_strings(r->bridge.priority_high, r->bridge.num_priority_high);
-    mg_bridge_free_strings(r->bridge.msg_vars, r->bridge.num_msg_vars);
+    free(r->bridge->methods);
+    free(r->bridge->method_default);
+    free(r->bridge->body_field);
+    free(r->bridge->priority_from);
+    mg_bridge_free_strings(r->bridge->priority_high, r->bridge->num_priority_high);
+    mg_bridge_free_strings(r->bridge->msg_vars, r->bridge->num_msg_vars);
+    free(r->bridge);
 }

@@ -138,6 +138,25 @@ typedef struct mg_action {
 
 typedef struct mg_route mg_route_t;
 
+/* A bridge's options (`bridge:`), on MG_ROUTE_BRIDGE routes. */
+typedef struct mg_route_bridge {
+    char *backend_name;
+    void *backend;               /* what the resolver returned */
+    mg_template_t *path;         /* MG_TARGET_PATH; may use ${msg.<field>} besides the route's variables */
+    char *method_from;           /* the message field naming the operation; NULL: always method_default */
+    mg_bridge_method_t *methods; /* `map`: operation value -> HTTP method, sorted by value */
+    size_t num_methods;
+    char *method_default; /* NULL: an operation the map lacks makes the message bad (400) */
+    char *body_field;     /* NULL: the whole message is the body */
+    char *priority_from;  /* NULL: every message has normal priority */
+    char **priority_high; /* the values of priority_from that mean high */
+    size_t num_priority_high;
+    /* the variables ${msg.<field>} the path uses, each once, by their whole name ("msg.id"):
+     * the message's field is the name past MG_BRIDGE_MSG_PREFIX */
+    char **msg_vars;
+    size_t num_msg_vars;
+} mg_route_bridge_t;
+
 /* `auth:` on a route (auth.c). */
 typedef enum mg_route_auth_mode {
     MG_ROUTE_AUTH_INHERIT,  /* not written: the parent's applies (none at the top) */
@@ -171,25 +190,10 @@ struct mg_route {
         mg_header_t *headers; /* names lower case; strings owned by the route */
         size_t num_headers;
     } respond;
-    /* `bridge:` (MG_ROUTE_BRIDGE): each text message of the WebSocket, a JSON object, becomes one
-     * request to the backend. */
-    struct {
-        char *backend_name;
-        void *backend;               /* what the resolver returned */
-        mg_template_t *path;         /* MG_TARGET_PATH; may use ${msg.<field>} besides the route's variables */
-        char *method_from;           /* the message field naming the operation; NULL: always method_default */
-        mg_bridge_method_t *methods; /* `map`: operation value -> HTTP method, sorted by value */
-        size_t num_methods;
-        char *method_default; /* NULL: an operation the map lacks makes the message bad (400) */
-        char *body_field;     /* NULL: the whole message is the body */
-        char *priority_from;  /* NULL: every message has normal priority */
-        char **priority_high; /* the values of priority_from that mean high */
-        size_t num_priority_high;
-        /* the variables ${msg.<field>} the path uses, each once, by their whole name ("msg.id"):
-         * the message's field is the name past MG_BRIDGE_MSG_PREFIX */
-        char **msg_vars;
-        size_t num_msg_vars;
-    } bridge;
+    /* `bridge:` (MG_ROUTE_BRIDGE only; NULL on other routes): each text message of the WebSocket,
+     * a JSON object, becomes one request to the backend. Apart, so that the many routes that are
+     * not bridges do not carry its hundred bytes. */
+    mg_route_bridge_t *bridge;
     struct {
         mg_quota_t limit;   /* limit.requests == 0: the route has no quota */
         mg_template_t *key; /* NULL: the request's tenant */

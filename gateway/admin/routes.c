@@ -38,7 +38,7 @@ static void add_terminal(json_t *j, const mg_route_t *r)
         json_object_set_new(j, "backend", json_string(r->forward.backend_name));
         break;
     case MG_ROUTE_BRIDGE:
-        json_object_set_new(j, "backend", json_string(r->bridge.backend_name));
+        json_object_set_new(j, "backend", json_string(r->bridge->backend_name));
         break;
     case MG_ROUTE_RESPOND:
         json_object_set_new(j, "status", json_integer(r->respond.status));

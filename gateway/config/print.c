@@ -304,8 +304,8 @@ static void put_terminal(FILE *out, const mg_route_t *r, const char *indent)
         break;
     case MG_ROUTE_BRIDGE:
         /* the bridge's options are many; its backend and path say where messages go */
-        fprintf(out, "%s# bridge: backend %s, path %.*s (see the file for the rest)\n", indent, r->bridge.backend_name,
-                (int)mg_template_source(r->bridge.path).len, mg_template_source(r->bridge.path).base);
+        fprintf(out, "%s# bridge: backend %s, path %.*s (see the file for the rest)\n", indent, r->bridge->backend_name,
+                (int)mg_template_source(r->bridge->path).len, mg_template_source(r->bridge->path).base);
         break;
     default:
         break;

@@ -412,8 +412,8 @@ static void terminal_json(const mg_route_t *leaf, const mg_ctx_t *ctx, const mg_
         break;
     case MG_ROUTE_BRIDGE:
         json_object_set_new(out, "outcome", json_string("bridge"));
-        json_object_set_new(out, "backend", backend_json(leaf->bridge.backend));
-        json_object_set_new(out, "bridge_path", str_json(mg_template_source(leaf->bridge.path)));
+        json_object_set_new(out, "backend", backend_json(leaf->bridge->backend));
+        json_object_set_new(out, "bridge_path", str_json(mg_template_source(leaf->bridge->path)));
         if (!ctx->websocket) /* handler.c: a bridge speaks over a WebSocket only */
             set_refused(out, 426, "upgrade-required", "the route is a WebSocket bridge");
         break;

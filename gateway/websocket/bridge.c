@@ -444,7 +444,7 @@ void mg_ws_bridge_start(mg_request_t *r, const mg_ctx_t *ctx)
     b->w = r->worker;
     b->conf = mg_worker_conf_hold(b->w);
     b->route = r->route;
-    b->backend = r->route->bridge.backend;
+    b->backend = r->route->bridge->backend;
     b->rd.max_message = b->conf->websocket.max_message_size;
     h2o_linklist_init_anchor(&b->messages);
     h2o_buffer_init(&b->msg, &h2o_socket_buffer_prototype);

@@ -209,13 +209,13 @@ static const char *expand_path(bridge_t *b, message_t *m, json_t *msg)
     const mg_route_t *route = b->route;
     mg_ctx_t ctx = b->ctx;
     ctx.alloc = (mg_alloc_t){pool_alloc, &m->pool};
-    for (size_t i = 0; i < route->bridge.num_msg_vars; i++) {
-        const char *var = route->bridge.msg_vars[i]; /* named at load: "msg.<field>" */
+    for (size_t i = 0; i < route->bridge->num_msg_vars; i++) {
+        const char *var = route->bridge->msg_vars[i]; /* named at load: "msg.<field>" */
         if (mg_ctx_set_var(&ctx, mg_str(var, strlen(var)), field_text(m, msg, var + MG_BRIDGE_MSG_PREFIX_LEN)) != 0)
             return "the message binds too many variables";
     }
     mg_str_t raw;
-    int err = mg_template_expand(route->bridge.path, &ctx, &raw);
+    int err = mg_template_expand(route->bridge->path, &ctx, &raw);
     if (err == MG_TEMPLATE_DOT_SEGMENT)
         return "the path would have a '.' or '..' segment made by a variable";
     if (err != 0)
@@ -235,11 +235,11 @@ static const char *expand_path(bridge_t *b, message_t *m, json_t *msg)
 static void prepare(bridge_t *b, message_t *m, json_t *msg, mg_str_t raw)
 {
     const mg_route_t *route = b->route;
-    const char *method = route->bridge.method_default, *why;
-    if (route->bridge.method_from != NULL) {
-        json_t *op = json_object_get(msg, route->bridge.method_from);
+    const char *method = route->bridge->method_default, *why;
+    if (route->bridge->method_from != NULL) {
+        json_t *op = json_object_get(msg, route->bridge->method_from);
         method = json_is_string(op) ? mg_bridge_method(route, mg_str(json_string_value(op), json_string_length(op)))
-                                    : route->bridge.method_default;
+                                    : route->bridge->method_default;
     }
     if (method == NULL) {
         m->status = 400;
@@ -254,11 +254,11 @@ static void prepare(bridge_t *b, message_t *m, json_t *msg, mg_str_t raw)
     }
     if (strcmp(m->method, "GET") == 0 || strcmp(m->method, "HEAD") == 0)
         return;
-    if (route->bridge.body_field == NULL) {
+    if (route->bridge->body_field == NULL) {
         m->body = raw.base;
         m->body_len = raw.len;
     } else {
-        json_t *v = json_object_get(msg, route->bridge.body_field);
+        json_t *v = json_object_get(msg, route->bridge->body_field);
         char *text = v != NULL ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
         if (text != NULL) {
             m->body_len = strlen(text);
@@ -270,7 +270,7 @@ static void prepare(bridge_t *b, message_t *m, json_t *msg, mg_str_t raw)
 
 static mg_sched_priority_t priority_of(const bridge_t *b, json_t *msg)
 {
-    const char *from = b->route->bridge.priority_from;
+    const char *from = b->route->bridge->priority_from;
     json_t *v = from != NULL ? json_object_get(msg, from) : NULL;
     if (json_is_string(v) && mg_bridge_is_high(b->route, mg_str(json_string_value(v), json_string_length(v))))
         return MG_SCHED_HIGH;

@@ -14,11 +14,14 @@
  *                requests: a random leaf
  *
  * Reported per configuration: load time (parse; compile, index and checks included), memory
- * per route (mallinfo2 in-use bytes after minus before, the document freed), the index's
- * share of it, and the time per match, median and p99. A clock read costs about as much as a
- * match, so matches are timed in batches of MG_BATCH with clock_gettime(CLOCK_MONOTONIC):
- * one sample is a batch's time divided by MG_BATCH. Each match fills one context (method,
- * host, path, no variables), as the gateway does per request.
+ * per route, heap (mallinfo2 in-use bytes, mapped blocks included, after minus before, the
+ * document freed) and RSS (VmRSS after minus before, freed memory handed back with
+ * malloc_trim both times as the gateway does after a load; a few pages either way make it
+ * meaningless for the small configurations), the index's share of the heap, and the time per
+ * match, median and p99. A clock read costs about as much as a match, so matches are timed in
+ * batches of MG_BATCH with clock_gettime(CLOCK_MONOTONIC): one sample is a batch's time
+ * divided by MG_BATCH. Each match fills one context (method, host, path, no variables), as
+ * the gateway does per request.
  *
  * Two request sets, drawn before timing and cycled through:
  *   hot     MG_HOT requests (random existing tenants), like the tenants active lately: their
@@ -89,9 +92,27 @@ static double now_ns(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
+/* Heap bytes in use: small chunks and mapped blocks (a large array of the index is one). */
 static size_t heap_in_use(void)
 {
-    return mallinfo2().uordblks;
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+/* The process's resident bytes, after handing freed memory back as the gateway does once a
+ * configuration is loaded (gateway/memory.c): what a configuration costs the machine. */
+static size_t rss_trimmed(void)
+{
+    char line[256];
+    size_t kib = 0;
+    malloc_trim(0);
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+        if (sscanf(line, "VmRSS: %zu kB", &kib) == 1)
+            break;
+    if (f != NULL)
+        fclose(f);
+    return kib * 1024;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -225,7 +246,7 @@ static bench_config_t deep_tree(int regex)
  */
 typedef struct bench_figures {
     double parse_ms, compile_ms;
-    double bytes_per_route, index_bytes_per_route;
+    double bytes_per_route, rss_per_route, index_bytes_per_route;
     double hot_median_ns, hot_p99_ns, spread_median_ns, spread_p99_ns, linear_median_ns;
     int ok;
 } bench_figures_t;
@@ -298,7 +319,7 @@ static int check_matches(const mg_routes_t *routes, const bench_requests_t *reqs
 static mg_routes_t *load(const bench_config_t *c, bench_figures_t *fig)
 {
     mg_errors_t errs = {0};
-    size_t before = heap_in_use();
+    size_t rss_before = rss_trimmed(), before = heap_in_use();
     double t0 = now_ns();
     mg_doc_t *doc = mg_doc_load_string("bench.yaml", c->yaml, strlen(c->yaml), &errs);
     double t1 = now_ns();
@@ -312,7 +333,9 @@ static mg_routes_t *load(const bench_config_t *c, bench_figures_t *fig)
                 errs.num_errors, errs.num_warnings, errs.size != 0 ? errs.entries[0].text : "");
     }
     mg_errors_clear(&errs);
-    fig->bytes_per_route = routes != NULL ? (double)(heap_in_use() - before) / (double)mg_routes_count(routes) : 0;
+    size_t count = routes != NULL ? mg_routes_count(routes) : 0;
+    fig->bytes_per_route = count != 0 ? (double)(heap_in_use() - before) / (double)count : 0;
+    fig->rss_per_route = count != 0 ? ((double)rss_trimmed() - (double)rss_before) / (double)count : 0;
     return routes;
 }
 
@@ -362,9 +385,9 @@ static int have_path_regex(void)
 
 static void print_row(const bench_config_t *c, const bench_figures_t *f)
 {
-    printf("| %s | %zu | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |%s\n", c->shape, c->routes, f->parse_ms,
-           f->compile_ms, f->bytes_per_route, f->index_bytes_per_route, f->hot_median_ns, f->hot_p99_ns, f->spread_median_ns,
-           f->spread_p99_ns, f->linear_median_ns, f->ok ? "" : " WRONG ROUTE");
+    printf("| %s | %zu | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |%s\n", c->shape, c->routes,
+           f->parse_ms, f->compile_ms, f->bytes_per_route, f->rss_per_route, f->index_bytes_per_route, f->hot_median_ns,
+           f->hot_p99_ns, f->spread_median_ns, f->spread_p99_ns, f->linear_median_ns, f->ok ? "" : " WRONG ROUTE");
 }
 
 int main(int argc, char **argv)
@@ -379,9 +402,9 @@ int main(int argc, char **argv)
     printf("route-match: %zu batches of %d matches per figure; ns/match = batch time (CLOCK_MONOTONIC) / %d\n", samples, MG_BATCH,
            MG_BATCH);
     printf("hot: %d random existing tenants, cycled; spread: %d random draws over all tenants, cycled\n\n", MG_HOT, MG_SPREAD);
-    printf("| shape | routes | parse ms | compile ms | B/route | index B/route | hot median ns | hot p99 | spread median | spread "
-           "p99 | linear median |\n");
-    printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    printf("| shape | routes | parse ms | compile ms | heap B/route | RSS B/route | index B/route | hot median ns | hot p99 | "
+           "spread median | spread p99 | linear median |\n");
+    printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (int shape = 0; shape != 2; ++shape) {
         for (size_t i = 0; i != sizeof(counts) / sizeof(counts[0]); ++i) {
             bench_config_t c = shape == 0 ? host_prefix(counts[i]) : prefix_only(counts[i]);

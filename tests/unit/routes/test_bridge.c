@@ -48,7 +48,7 @@ static void expect_path(const mg_route_t *r, const char *const *fields, const ch
     for (size_t i = 0; fields[i] != NULL; i += 2)
         mg_ctx_set_var(&ctx, mg_str(fields[i], strlen(fields[i])), mg_str(fields[i + 1], strlen(fields[i + 1])));
     mg_str_t out;
-    cr_assert_eq(mg_template_expand(r->bridge.path, &ctx, &out), 0);
+    cr_assert_eq(mg_template_expand(r->bridge->path, &ctx, &out), 0);
     cr_expect_str_eq(out.base, expected);
 }
 
@@ -69,20 +69,20 @@ Test(bridge, config_md_example)
                                   "      priority: {from: priority, high: [urgent]}\n");
     const mg_route_t *r = routes->routes[0];
     cr_expect_eq(r->kind, MG_ROUTE_BRIDGE);
-    cr_expect_str_eq(r->bridge.backend_name, "api");
-    cr_expect_eq(r->bridge.backend, &backend_api);
-    cr_expect_str_eq(mg_template_source(r->bridge.path).base, "/${tenant}/api/customer");
-    cr_expect_str_eq(r->bridge.method_from, "type");
-    cr_expect_str_eq(r->bridge.method_default, "POST");
-    cr_expect_str_eq(r->bridge.body_field, "payload");
-    cr_expect_str_eq(r->bridge.priority_from, "priority");
-    cr_expect_eq(r->bridge.num_msg_vars, 0);
+    cr_expect_str_eq(r->bridge->backend_name, "api");
+    cr_expect_eq(r->bridge->backend, &backend_api);
+    cr_expect_str_eq(mg_template_source(r->bridge->path).base, "/${tenant}/api/customer");
+    cr_expect_str_eq(r->bridge->method_from, "type");
+    cr_expect_str_eq(r->bridge->method_default, "POST");
+    cr_expect_str_eq(r->bridge->body_field, "payload");
+    cr_expect_str_eq(r->bridge->priority_from, "priority");
+    cr_expect_eq(r->bridge->num_msg_vars, 0);
 
     static const char *const sorted[][2] = {{"add", "POST"}, {"delete", "DELETE"}, {"get", "GET"}, {"update", "PUT"}};
-    cr_assert_eq(r->bridge.num_methods, 4);
+    cr_assert_eq(r->bridge->num_methods, 4);
     for (size_t i = 0; i != 4; ++i) {
-        cr_expect_str_eq(r->bridge.methods[i].value, sorted[i][0]);
-        cr_expect_str_eq(r->bridge.methods[i].method, sorted[i][1]);
+        cr_expect_str_eq(r->bridge->methods[i].value, sorted[i][0]);
+        cr_expect_str_eq(r->bridge->methods[i].method, sorted[i][1]);
     }
     cr_expect_str_eq(method_of(r, "update"), "PUT");
     cr_expect_str_eq(method_of(r, "delete"), "DELETE");
@@ -93,7 +93,7 @@ Test(bridge, config_md_example)
     cr_expect_str_eq(method_of(r, "UPDATE"), "POST", "values are case-sensitive");
     cr_expect_str_eq(mg_bridge_method(r, mg_str("get\0x", 5)), "POST", "a NUL inside is part of the value");
 
-    cr_assert_eq(r->bridge.num_priority_high, 1);
+    cr_assert_eq(r->bridge->num_priority_high, 1);
     cr_expect(mg_bridge_is_high(r, MG_STR("urgent")));
     cr_expect_not(mg_bridge_is_high(r, MG_STR("urgen")));
     cr_expect_not(mg_bridge_is_high(r, MG_STR("urgently")));
@@ -112,13 +112,13 @@ Test(bridge, defaults_and_scalar_method)
                                   "    bridge: {backend: api, method: PATCH}\n");
     const mg_route_t *r = routes->routes[0];
     cr_expect_eq(r->kind, MG_ROUTE_BRIDGE);
-    cr_expect_str_eq(mg_template_source(r->bridge.path).base, "${path}", "default: the request's path");
-    cr_expect_null(r->bridge.method_from);
-    cr_expect_eq(r->bridge.num_methods, 0);
+    cr_expect_str_eq(mg_template_source(r->bridge->path).base, "${path}", "default: the request's path");
+    cr_expect_null(r->bridge->method_from);
+    cr_expect_eq(r->bridge->num_methods, 0);
     cr_expect_str_eq(method_of(r, "anything"), "PATCH");
     cr_expect_str_eq(method_of(r, ""), "PATCH");
-    cr_expect_null(r->bridge.body_field);
-    cr_expect_null(r->bridge.priority_from);
+    cr_expect_null(r->bridge->body_field);
+    cr_expect_null(r->bridge->priority_from);
     cr_expect_not(mg_bridge_is_high(r, MG_STR("high")));
 
     /* Applying the route runs its actions and leaves bridge.path to the gateway. */
@@ -145,10 +145,10 @@ Test(bridge, map_without_default_and_single_high_value)
                                   "      method: {from: op, map: {z: DELETE, a: PUT}}\n"
                                   "      priority: {from: p, high: now}\n");
     const mg_route_t *r = routes->routes[0];
-    cr_expect_str_eq(r->bridge.methods[0].value, "a");
+    cr_expect_str_eq(r->bridge->methods[0].value, "a");
     cr_expect_str_eq(method_of(r, "z"), "DELETE");
     cr_expect_null(mg_bridge_method(r, MG_STR("b")), "no default: the message is bad");
-    cr_expect_null(r->bridge.method_default);
+    cr_expect_null(r->bridge->method_default);
     cr_expect(mg_bridge_is_high(r, MG_STR("now")));
     mg_routes_free(routes);
 }
@@ -163,7 +163,7 @@ Test(bridge, default_only_and_several_high_values)
                                   "      priority: {from: p, high: [urgent, critical, asap]}\n");
     const mg_route_t *r = routes->routes[0];
     cr_expect_str_eq(method_of(r, "add"), "PUT");
-    cr_assert_eq(r->bridge.num_priority_high, 3);
+    cr_assert_eq(r->bridge->num_priority_high, 3);
     cr_expect(mg_bridge_is_high(r, MG_STR("urgent")));
     cr_expect(mg_bridge_is_high(r, MG_STR("critical")));
     cr_expect(mg_bridge_is_high(r, MG_STR("asap")));
@@ -181,9 +181,9 @@ Test(bridge, msg_fields_collected_once)
                                   "      path: \"/${tenant}/${room}/${msg.kind}/${msg.id}/${msg.kind}\"\n"
                                   "      method: POST\n");
     const mg_route_t *r = routes->routes[0];
-    cr_assert_eq(r->bridge.num_msg_vars, 2);
-    cr_expect_str_eq(r->bridge.msg_vars[0], "msg.kind");
-    cr_expect_str_eq(r->bridge.msg_vars[1], "msg.id");
+    cr_assert_eq(r->bridge->num_msg_vars, 2);
+    cr_expect_str_eq(r->bridge->msg_vars[0], "msg.kind");
+    cr_expect_str_eq(r->bridge->msg_vars[1], "msg.id");
     /* The gateway binds each field as the variable "msg.<field>", a plain value. */
     expect_path(r, (const char *const[]){"room", "lobby", "msg.kind", "note", "msg.id", "7", NULL}, "/acme/lobby/note/7/note");
     mg_routes_free(routes);
@@ -195,8 +195,8 @@ Test(bridge, path_with_message_fields_expands)
                                   "  - name: p\n"
                                   "    bridge: {backend: api, method: POST, path: \"/${tenant}/items/${msg.id}\"}\n");
     const mg_route_t *r = routes->routes[0];
-    cr_assert_eq(r->bridge.num_msg_vars, 1);
-    cr_expect_str_eq(r->bridge.msg_vars[0], "msg.id");
+    cr_assert_eq(r->bridge->num_msg_vars, 1);
+    cr_expect_str_eq(r->bridge->msg_vars[0], "msg.id");
     expect_path(r, (const char *const[]){"msg.id", "a b?", NULL}, "/acme/items/a%20b%3F");
     expect_path(r, (const char *const[]){NULL}, "/acme/items/");
     mg_routes_free(routes);
@@ -221,7 +221,7 @@ Test(bridge, message_fields_cannot_climb)
         ctx.tenant = MG_STR("acme");
         mg_ctx_set_var(&ctx, MG_STR("msg.id"), mg_str(dots[i], strlen(dots[i])));
         mg_str_t out;
-        cr_expect_eq(mg_template_expand(r->bridge.path, &ctx, &out), MG_TEMPLATE_DOT_SEGMENT, "%s", dots[i]);
+        cr_expect_eq(mg_template_expand(r->bridge->path, &ctx, &out), MG_TEMPLATE_DOT_SEGMENT, "%s", dots[i]);
     }
     mg_routes_free(routes);
 }
@@ -231,19 +231,20 @@ Test(bridge, message_fields_cannot_climb)
  */
 Test(bridge_errors, msg_fields_only_in_bridge_path)
 {
-    EXPECT_ERRORS("routes:\n"
-                  "  - name: a\n"
-                  "    actions: [{rewrite_path: \"/x/${msg.id}\"}]\n"
-                  "    bridge: {backend: api, method: POST, path: \"/${msg.id}\"}\n"
-                  "  - name: b\n"
-                  "    actions: [{set_header: {X-Id: \"${msg.id}\"}}]\n"
-                  "    forward: api\n",
-                  "routes.yaml:3:30: unknown variable '${msg.id}' (message fields are only known in bridge.path; known here: "
-                  "tenant, host, path, query, method, header.<Name>, query.<name>, claim.<name>, and named groups of the conditions of "
-                  "this route and its parents)",
-                  "routes.yaml:6:35: unknown variable '${msg.id}' (message fields are only known in bridge.path; known here: "
-                  "tenant, host, path, query, method, header.<Name>, query.<name>, claim.<name>, and named groups of the conditions of "
-                  "this route and its parents)");
+    EXPECT_ERRORS(
+        "routes:\n"
+        "  - name: a\n"
+        "    actions: [{rewrite_path: \"/x/${msg.id}\"}]\n"
+        "    bridge: {backend: api, method: POST, path: \"/${msg.id}\"}\n"
+        "  - name: b\n"
+        "    actions: [{set_header: {X-Id: \"${msg.id}\"}}]\n"
+        "    forward: api\n",
+        "routes.yaml:3:30: unknown variable '${msg.id}' (message fields are only known in bridge.path; known here: "
+        "tenant, host, path, query, method, header.<Name>, query.<name>, claim.<name>, and named groups of the conditions of "
+        "this route and its parents)",
+        "routes.yaml:6:35: unknown variable '${msg.id}' (message fields are only known in bridge.path; known here: "
+        "tenant, host, path, query, method, header.<Name>, query.<name>, claim.<name>, and named groups of the conditions of "
+        "this route and its parents)");
 }
 
 Test(bridge_errors, bridge_path_variables)
