@@ -43,6 +43,7 @@
 #include <time.h>
 
 #include "routes/internal.h"
+#include "tests/bench/lib/memory.h"
 
 #define MG_BATCH 32
 #define MG_NAME_SIZE 32
@@ -92,27 +93,12 @@ static double now_ns(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-/* Heap bytes in use: small chunks and mapped blocks (a large array of the index is one). */
-static size_t heap_in_use(void)
-{
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-}
-
 /* The process's resident bytes, after handing freed memory back as the gateway does once a
  * configuration is loaded (gateway/memory.c): what a configuration costs the machine. */
 static size_t rss_trimmed(void)
 {
-    char line[256];
-    size_t kib = 0;
     malloc_trim(0);
-    FILE *f = fopen("/proc/self/status", "r");
-    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
-        if (sscanf(line, "VmRSS: %zu kB", &kib) == 1)
-            break;
-    if (f != NULL)
-        fclose(f);
-    return kib * 1024;
+    return mg_bench_rss_bytes();
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -319,7 +305,7 @@ static int check_matches(const mg_routes_t *routes, const bench_requests_t *reqs
 static mg_routes_t *load(const bench_config_t *c, bench_figures_t *fig)
 {
     mg_errors_t errs = {0};
-    size_t rss_before = rss_trimmed(), before = heap_in_use();
+    size_t rss_before = rss_trimmed(), before = mg_bench_heap_bytes();
     double t0 = now_ns();
     mg_doc_t *doc = mg_doc_load_string("bench.yaml", c->yaml, strlen(c->yaml), &errs);
     double t1 = now_ns();
@@ -334,7 +320,7 @@ static mg_routes_t *load(const bench_config_t *c, bench_figures_t *fig)
     }
     mg_errors_clear(&errs);
     size_t count = routes != NULL ? mg_routes_count(routes) : 0;
-    fig->bytes_per_route = count != 0 ? (double)(heap_in_use() - before) / (double)count : 0;
+    fig->bytes_per_route = count != 0 ? (double)(mg_bench_heap_bytes() - before) / (double)count : 0;
     fig->rss_per_route = count != 0 ? ((double)rss_trimmed() - (double)rss_before) / (double)count : 0;
     return routes;
 }
@@ -344,9 +330,9 @@ static double index_bytes_per_route(const mg_routes_t *routes)
 {
     if (routes->index == NULL)
         return 0;
-    size_t before = heap_in_use();
+    size_t before = mg_bench_heap_bytes();
     mg_route_index_t *index = mg__route_index_build(routes->routes, routes->size);
-    double per_route = (double)(heap_in_use() - before) / (double)routes->size;
+    double per_route = (double)(mg_bench_heap_bytes() - before) / (double)routes->size;
     mg__route_index_free(index);
     return per_route;
 }

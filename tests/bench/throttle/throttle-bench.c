@@ -46,6 +46,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "tests/bench/lib/memory.h"
 #include "throttle/throttle.h"
 
 enum { MAX_THREADS = 8, MANY_KEYS = 10000, MAX_ROUNDS = 15, CLOCK_EVERY = 32 };
@@ -317,30 +318,11 @@ static double run_once(variant_t v, mg_quota_t q, uint32_t keys, int threads, si
 
 enum { KEYS_MEMORY = 200000 };
 
-static size_t heap_bytes(void)
-{
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-}
-
-static size_t rss_bytes(void)
-{
-    char line[256];
-    size_t kib = 0;
-    FILE *f = fopen("/proc/self/status", "r");
-    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
-        if (sscanf(line, "VmRSS: %zu kB", &kib) == 1)
-            break;
-    if (f != NULL)
-        fclose(f);
-    return kib * 1024;
-}
-
 /* Inserts KEYS_MEMORY keys into `t`, each admitted `admissions` times under `q`; prints a line. */
 static void memory_line(mg_throttle_t *t, const char *what, mg_quota_t q, uint32_t admissions, char prefix)
 {
     char key[24];
-    size_t heap = heap_bytes(), rss = rss_bytes();
+    size_t heap = mg_bench_heap_bytes(), rss = mg_bench_rss_bytes();
     uint64_t now = mg_throttle_now();
     for (uint32_t k = 0; k < KEYS_MEMORY; k++) {
         int len = snprintf(key, sizeof(key), "%c%ctenant-%06u", prefix, 0, k);
@@ -348,8 +330,8 @@ static void memory_line(mg_throttle_t *t, const char *what, mg_quota_t q, uint32
             mg_throttle_acquire(t, key, (size_t)len, q, 1, MG_THROTTLE_NO_CEILING, now, NULL);
     }
     usleep(200000); /* liburcu resizes the buckets in its own thread */
-    printf("| %s | %u | %u | %.0f | %.0f |\n", what, q.requests, admissions, (double)(heap_bytes() - heap) / KEYS_MEMORY,
-           (double)(rss_bytes() - rss) / KEYS_MEMORY);
+    printf("| %s | %u | %u | %.0f | %.0f |\n", what, q.requests, admissions, (double)(mg_bench_heap_bytes() - heap) / KEYS_MEMORY,
+           (double)(mg_bench_rss_bytes() - rss) / KEYS_MEMORY);
 }
 
 static void memory_per_key(void)
