@@ -50,6 +50,7 @@ typedef struct mg_gateway mg_gateway_t;
 typedef atomic_uint_fast64_t mg_stat_t;
 
 #define MG_STORE_LATENCY_BUCKETS 10 /* store.h: their bounds */
+#define MG_LOOP_TURN_BUCKETS 12     /* loop.c: their bounds */
 
 typedef struct mg_worker_stats {
     mg_stat_t requests;     /* taken by the request handler */
@@ -67,7 +68,20 @@ typedef struct mg_worker_stats {
     mg_stat_t store_latency_sum_us;
     mg_stat_t store_mode;                   /* 0 no client, 1 shared (every Redis node answers), 2 some decisions fall back */
     mg_stat_t store_writes, store_commands; /* sent to Redis by the worker's clients (pipelining: writes per decision) */
+    /* the event loop's turns (loop.c): how long each kept the worker busy, by bucket (not
+     * cumulative), their sum, and the longest that ended in the last two seconds, with the
+     * second it was last updated in */
+    mg_stat_t loop_turns[MG_LOOP_TURN_BUCKETS + 1];
+    mg_stat_t loop_busy_ns;
+    mg_stat_t loop_longest_ns, loop_longest_second;
 } mg_worker_stats_t;
+
+/* What the worker itself keeps of its loop's turns (loop.c). */
+typedef struct mg_loop_clock {
+    uint64_t woke_ns;            /* when the turn under way began (0: none yet) */
+    uint64_t second, longest_ns; /* the second the last turn ended in, the longest that ended in it */
+    uint64_t longest_before_ns;  /* the longest of the second before it (0: none ended then) */
+} mg_loop_clock_t;
 
 static inline void mg_stat_inc(mg_stat_t *p)
 {
@@ -134,6 +148,7 @@ typedef struct mg_worker {
     mg_config_t *conf;          /* current: what requests starting now use */
     struct mg_conf_hold *holds; /* configurations this worker holds (conf_refs.c) */
     mg_worker_stats_t stats;
+    mg_loop_clock_t loop_clock;
     mg_timers_t timers;
     mg_timer_t evict_timer;        /* worker 0: forgets idle throttle keys once a second */
     struct mg_worker_conns *conns; /* its client connections (gateway/connections/) */

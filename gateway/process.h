@@ -1,8 +1,8 @@
 /*
  * What puts the process together (server.c): the gateway's and the workers' references on
- * configurations, and the reload (conf_refs.c), signals (signals.c), freed memory given back
- * (memory.c) and the request handler's registration (handler.c). Main thread and reloading threads; the admin API reloads and reads
- * through it.
+ * configurations, and the reload (conf_refs.c), signals (signals.c), the event loop's turns
+ * (loop.c), freed memory given back (memory.c) and the request handler's registration
+ * (handler.c). Main thread and reloading threads; the admin API reloads and reads through it.
  *
  * The gateway holds one reference on its current configuration. Each worker holds one per
  * configuration it still uses (a "hold" record: the current one, plus older ones while requests
@@ -44,6 +44,11 @@ void mg_handler_register(mg_gateway_t *gw, h2o_hostconf_t *hostconf, h2o_pathcon
  * when none came within `timeout_ms` (signals.c). */
 void mg_signals_block(void);
 int mg_signals_wait(unsigned timeout_ms);
+
+/* The event loop's turns (loop.c): mg_loop_turn_ended after each h2o_evloop_run, on the worker;
+ * mg_loop_put_metrics writes every worker's histogram and longest turn (any thread). */
+void mg_loop_turn_ended(mg_worker_t *w);
+void mg_loop_put_metrics(FILE *out, mg_gateway_t *gw);
 
 /* Freed memory back to the system (memory.c): mg_memory_trim now, on a thread that may take
  * milliseconds (never a worker); mg_memory_trim_later from any thread, for the main thread's

@@ -171,8 +171,10 @@ static void *worker_main(void *arg)
     mg_store_worker_init(w); /* after the timers: the store client's timer is one of them */
     worker_report(w->gw, &w->gw->workers_ready);
     /* h2o_evloop_run returns -1 on EINTR: keep looping, or a signal would stop the worker */
-    while (!worker_done(w))
+    while (!worker_done(w)) {
         h2o_evloop_run(w->ctx.loop, INT32_MAX);
+        mg_loop_turn_ended(w);
+    }
     mg_backend_worker_dispose(w);
     mg_dispatch_worker_dispose(w);
     mg_store_worker_dispose(w);

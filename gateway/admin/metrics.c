@@ -12,6 +12,7 @@
 #include "gateway/request/request.h"
 #include "gateway/quota/quota.h"
 #include "gateway/connections/connections.h"
+#include "gateway/process.h"
 
 typedef struct worker_metric {
     const char *name, *type, *help;
@@ -223,6 +224,7 @@ void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
     }
     put_metrics(out, gw, conf);
     mg_conns_put_metrics(out, gw, conf);
+    mg_loop_put_metrics(out, gw);
     put_backend_metrics(out, conf);
     mg_admin_route_metrics(out, conf);
     mg_admin_put_server_metrics(out, conf);
