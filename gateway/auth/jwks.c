@@ -173,6 +173,28 @@ static int mg_key_rsa(const json_t *jk, mg__key_t *key, char *why)
     return key->jwk != NULL ? 0 : -1;
 }
 
+/* An EC coordinate as RFC 7518 6.2.1.2 writes it: exactly `size` bytes. Some libraries (PyJWT
+ * before 2.7, for one) drop its leading zero bytes, one key in 128 for P-256: those are
+ * padded back, the point is the same. NULL when `v` does not decode or is too long. */
+static json_t *mg_ec_coordinate(const json_t *v, size_t size)
+{
+    uint8_t *raw = NULL, *full = NULL;
+    char *text = NULL;
+    size_t len = 0, text_len = 0;
+    json_t *out = NULL;
+    cjose_err err;
+    if (cjose_base64url_decode(json_string_value(v), json_string_length(v), &raw, &len, &err) && len <= size &&
+        (full = calloc(1, size)) != NULL) {
+        memcpy(full + size - len, raw, len);
+        if (cjose_base64url_encode(full, size, &text, &text_len, &err))
+            out = json_stringn(text, text_len);
+    }
+    cjose_get_dealloc()(raw);
+    cjose_get_dealloc()(text);
+    free(full);
+    return out;
+}
+
 static int mg_key_ec(const json_t *jk, mg__key_t *key, char *why)
 {
     const json_t *crv = json_object_get(jk, "crv"), *x = mg_key_b64(jk, "x"), *y = mg_key_b64(jk, "y");
@@ -183,7 +205,14 @@ static int mg_key_ec(const json_t *jk, mg__key_t *key, char *why)
         mg_say(why, MG_WHY_SIZE, "its crv is not P-256, P-384 or P-521, or its x or y is missing or malformed");
         return -1;
     }
-    key->jwk = mg_key_import(json_pack("{s:s, s:O, s:O, s:O}", "kty", "EC", "crv", crv, "x", x, "y", y), why);
+    json_t *fx = mg_ec_coordinate(x, mg_ec_curves[i].sig_len / 2), *fy = mg_ec_coordinate(y, mg_ec_curves[i].sig_len / 2);
+    if (fx == NULL || fy == NULL) {
+        json_decref(fx);
+        json_decref(fy);
+        mg_say(why, MG_WHY_SIZE, "its x or y is longer than a coordinate of %s", mg_ec_curves[i].crv);
+        return -1;
+    }
+    key->jwk = mg_key_import(json_pack("{s:s, s:O, s:o, s:o}", "kty", "EC", "crv", crv, "x", fx, "y", fy), why);
     if (key->jwk == NULL)
         return -1;
     key->algs = MG_JWT_ALG_BIT(mg_ec_curves[i].alg);

@@ -221,3 +221,49 @@ routes:
     res = run_matchgate("route", "-c", conf, "--json", "GET", "http://a.test/x", "-H", "Authorization: Bearer x.y.z")
     out = json.loads(res.stdout)
     assert out["auth"]["outcome"] == "failed" and out["status"] == 401
+
+
+def ec_key_with_short_x():
+    """A P-256 key whose x coordinate starts with a zero byte (one key in 256), and its JWK with
+    that byte dropped, as PyJWT before 2.7 writes it (RFC 7518 wants all 32 bytes)."""
+    import base64
+    for i in range(20000):
+        key = SigningKey("ec", "short")
+        x = key.key.public_key().public_numbers().x
+        if x < 1 << 248:
+            jwk = key.jwk()
+            short = x.to_bytes((x.bit_length() + 7) // 8, "big")
+            jwk["x"] = base64.urlsafe_b64encode(short).rstrip(b"=").decode()
+            return key, jwk
+    raise AssertionError("no key with a leading zero byte in x in 20,000 tries")
+
+
+def route_tool_verifies(tmp_path, keys_json, token):
+    (tmp_path / "jwks.json").write_text(json.dumps(keys_json))
+    conf = tmp_path / "gw.yaml"
+    conf.write_text(f"""listen: [{{address: "127.0.0.1:{free_port()}"}}]
+auth:
+  corp: {{jwt: {{issuer: "{ISSUER}", audiences: [{AUDIENCE}], algorithms: [ES256], jwks: {{file: jwks.json}}}}}}
+routes:
+  - {{name: in, auth: corp, respond: {{status: 200}}}}
+""")
+    return run_matchgate("route", "-c", conf, "--json", "GET", "http://a.test/x", "-H", f"Authorization: Bearer {token}")
+
+
+def test_an_ec_key_whose_coordinate_lost_its_leading_zero_still_verifies(tmp_path):
+    key, jwk = ec_key_with_short_x()
+    assert len(jwk["x"]) < 43, "the published x is shorter than 32 bytes"
+    res = route_tool_verifies(tmp_path, {"keys": [jwk]}, key.sign({"sub": "erin"}))
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["auth"]["outcome"] == "verified"
+
+
+def test_an_ec_coordinate_longer_than_its_curve_is_refused(tmp_path):
+    import base64
+    key = SigningKey("ec", "long")
+    jwk = key.jwk()
+    x = base64.urlsafe_b64decode(jwk["x"] + "==")
+    jwk["x"] = base64.urlsafe_b64encode(b"\x00" + x).rstrip(b"=").decode()
+    res = route_tool_verifies(tmp_path, {"keys": [jwk]}, key.sign())
+    assert res.returncode != 0
+    assert "longer than a coordinate of P-256" in res.stderr
