@@ -174,8 +174,8 @@ static int mg_key_rsa(const json_t *jk, mg__key_t *key, char *why)
 }
 
 /* An EC coordinate as RFC 7518 6.2.1.2 writes it: exactly `size` bytes. Some libraries (PyJWT
- * before 2.7, for one) drop its leading zero bytes, one key in 128 for P-256: those are
- * padded back, the point is the same. NULL when `v` does not decode or is too long. */
+ * 2.6, Debian bookworm's, for one) drop its leading zero bytes, one key in 128 for P-256:
+ * those are padded back, the point is the same. NULL when `v` does not decode or is too long. */
 static json_t *mg_ec_coordinate(const json_t *v, size_t size)
 {
     uint8_t *raw = NULL, *full = NULL;

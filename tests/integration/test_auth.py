@@ -225,7 +225,7 @@ routes:
 
 def ec_key_with_short_x():
     """A P-256 key whose x coordinate starts with a zero byte (one key in 256), and its JWK with
-    that byte dropped, as PyJWT before 2.7 writes it (RFC 7518 wants all 32 bytes)."""
+    that byte dropped, as PyJWT 2.6 writes it (RFC 7518 wants all 32 bytes)."""
     import base64
     for i in range(20000):
         key = SigningKey("ec", "short")
