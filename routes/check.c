@@ -26,11 +26,27 @@ enum {
 };
 
 #define MG_CHECK_NOT_FOUND UINT32_MAX
+#define MG_CHECK_TEXT_BLOCK (64u << 10)
+
+/*
+ * The descriptions filed, packed in blocks of 64 KiB (never moved: the table points into them).
+ * One malloc per route would leave as many small holes between the routes compiled meanwhile
+ * once the check is freed: the next configuration's small allocations would fill them, and the
+ * pages of an old configuration could not go back to the system once it is freed.
+ */
+typedef struct mg_check_text {
+    struct mg_check_text *next;
+    size_t used, size;
+    char bytes[];
+} mg_check_text_t;
 
 struct mg_route_check {
-    mg_keytab_t hosts;       /* exact host of a catcher -> its number (a), from 1; 0 = no host */
-    mg_keytab_t catchers;    /* (host number * 3 + path kind, path) -> first catcher (a) */
-    mg_keytab_t describes;   /* condition description -> first catcher (a); keys owned */
+    mg_keytab_t hosts;      /* exact host of a catcher -> its number (a), from 1; 0 = no host */
+    mg_keytab_t catchers;   /* (host number * 3 + path kind, path) -> first catcher (a) */
+    mg_keytab_t describes;  /* condition description -> first catcher (a); keys in `texts` */
+    mg_check_text_t *texts; /* the newest block first */
+    char *scratch;          /* the description of the route being added */
+    size_t scratch_size;
     const mg_route_t **list; /* catchers by number, in list order */
     size_t size, capacity;
 };
@@ -45,8 +61,11 @@ mg_route_check_t *mg__route_check_new(void)
 
 void mg__route_check_free(mg_route_check_t *check)
 {
-    for (size_t i = 0; i != check->describes.size; ++i)
-        free((char *)check->describes.items[i].key.base);
+    for (mg_check_text_t *block = check->texts, *next; block != NULL; block = next) {
+        next = block->next;
+        free(block);
+    }
+    free(check->scratch);
     mg__keytab_free(&check->hosts);
     mg__keytab_free(&check->catchers);
     mg__keytab_free(&check->describes);
@@ -78,17 +97,39 @@ static int mg_check_path_kind(const mg_matcher_keys_t *keys)
     return keys->path_prefix ? MG_CHECK_PREFIX : MG_CHECK_EXACT;
 }
 
-/* The condition's description, malloc'ed; NULL for a route without condition. */
-static char *mg_check_describe(const mg_route_t *r)
+/* The condition's description, in check->scratch until the next route; NULL for a route
+ * without condition. */
+static const char *mg_check_describe(mg_route_check_t *check, const mg_route_t *r)
 {
     if (r->match == NULL)
         return NULL;
-    size_t len = mg_matcher_describe(r->match, NULL, 0);
-    char *text = malloc(len + 1);
-    if (text == NULL)
-        abort();
-    mg_matcher_describe(r->match, text, len + 1);
-    return text;
+    size_t len = mg_matcher_describe(r->match, check->scratch, check->scratch_size);
+    if (len >= check->scratch_size) {
+        check->scratch_size = len + 1 > 256 ? len + 1 : 256;
+        free(check->scratch);
+        if ((check->scratch = malloc(check->scratch_size)) == NULL)
+            abort();
+        mg_matcher_describe(r->match, check->scratch, check->scratch_size);
+    }
+    return check->scratch;
+}
+
+/* A copy of text[0..len) (and a NUL) in the check's blocks. */
+static const char *mg_check_keep_text(mg_route_check_t *check, const char *text, size_t len)
+{
+    mg_check_text_t *block = check->texts;
+    if (block == NULL || block->size - block->used < len + 1) {
+        size_t size = len + 1 > MG_CHECK_TEXT_BLOCK ? len + 1 : MG_CHECK_TEXT_BLOCK;
+        if ((block = malloc(sizeof(*block) + size)) == NULL)
+            abort();
+        *block = (mg_check_text_t){.next = check->texts, .used = 0, .size = size};
+        check->texts = block;
+    }
+    char *copy = block->bytes + block->used;
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    block->used += len + 1;
+    return copy;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -164,15 +205,15 @@ static void mg_check_file_keys(mg_route_check_t *check, const mg_matcher_keys_t 
         item->a = number;
 }
 
-/* Files the description (taking `text`) unless an earlier catcher has it already. */
-static void mg_check_file_text(mg_route_check_t *check, char *text, uint32_t number)
+/* Files the description (a copy of `text`) unless an earlier catcher has it already. */
+static void mg_check_file_text(mg_route_check_t *check, const char *text, uint32_t number)
 {
     int added;
     mg_keytab_item_t *item = mg__keytab_add(&check->describes, 0, mg_str(text, strlen(text)), &added);
-    if (added)
+    if (added) {
+        item->key.base = mg_check_keep_text(check, text, item->key.len);
         item->a = number;
-    else
-        free(text);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -202,18 +243,15 @@ void mg__route_check_add(mg_route_check_t *check, const mg_route_t *r, mg_errors
 {
     mg_matcher_keys_t keys = {.complete = 1};
     mg_matcher_get_keys(r->match, &keys);
-    char *text = mg_check_describe(r);
+    const char *text = mg_check_describe(check, r);
     uint32_t covered = mg_check_covered(check, &keys), same = mg_check_same(check, text);
     if (covered != MG_CHECK_NOT_FOUND || same != MG_CHECK_NOT_FOUND) {
         uint32_t first = covered < same ? covered : same;
         mg_check_warn(r, check->list[first], first == same, errs);
-        free(text);
         return;
     }
-    if (!mg_check_catches(r)) {
-        free(text);
+    if (!mg_check_catches(r))
         return;
-    }
     uint32_t number = mg_check_number(check, r);
     if (keys.complete)
         mg_check_file_keys(check, &keys, number);
