@@ -78,7 +78,7 @@ typedef struct mg_worker_stats {
 
 /* What the worker itself keeps of its loop's turns (loop.c). */
 typedef struct mg_loop_clock {
-    uint64_t woke_ns;            /* when the turn under way began (0: none yet) */
+    uint64_t woke_ns;            /* when the last turn recorded began */
     uint64_t second, longest_ns; /* the second the last turn ended in, the longest that ended in it */
     uint64_t longest_before_ns;  /* the longest of the second before it (0: none ended then) */
 } mg_loop_clock_t;

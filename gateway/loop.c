@@ -1,14 +1,12 @@
 /*
- * How long each turn of a worker's event loop keeps it busy: from waking up with events to
- * going back to wait for more (deps/h2o patch 0012 records both instants around epoll_wait).
- * Every connection of the worker waits while a turn runs, so a long turn is tail latency for
- * all of them, whatever request caused it. Per worker, on /metrics: a histogram of turns
- * (matchgate_loop_turn_seconds) and the longest turn that ended in the last two seconds
- * (matchgate_loop_turn_longest_seconds; 0 when none did: an idle loop, or one still in a turn,
- * which the histogram shows once it ends).
- *
- * A turn is recorded once the next one has begun to wait: turn N runs from its wake-up to the
- * wait of turn N + 1, which the loop records during run N + 1, before the wait.
+ * How long each turn of a worker's event loop keeps it busy: from waking up (deps/h2o patch
+ * 0012 records the instant epoll_wait returns) to the end of the turn, once h2o_evloop_run has
+ * run the turn's callbacks and timers. Every connection of the worker waits while a turn runs,
+ * so a long turn is tail latency for all of them, whatever request caused it. Per worker, on
+ * /metrics: a histogram of turns (matchgate_loop_turn_seconds) and the longest turn that ended
+ * in the last two seconds (matchgate_loop_turn_longest_seconds; 0 when none did: an idle loop,
+ * or one still in a turn, which the histogram shows once it ends). A turn is recorded as it
+ * ends, so the last one before the loop goes idle is counted too.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -21,6 +19,13 @@
 static const uint64_t turn_bounds_ns[MG_LOOP_TURN_BUCKETS] = {
     10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 50000000, 250000000,
 };
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
 
 #ifdef H2O_HAS_EVLOOP_TURN_TIMES
 static void stat_add(mg_stat_t *p, uint64_t v)
@@ -56,12 +61,11 @@ static void loop_record(mg_worker_t *w, uint64_t busy_ns, uint64_t end_ns)
 
 void mg_loop_turn_ended(mg_worker_t *w)
 {
-    const h2o_evloop_t *loop = w->ctx.loop;
-    mg_loop_clock_t *c = &w->loop_clock;
-    /* the turn that began at c->woke_ns went on until this run's wait */
-    if (c->woke_ns != 0 && loop->turn_waited_at_ns >= c->woke_ns)
-        loop_record(w, loop->turn_waited_at_ns - c->woke_ns, loop->turn_waited_at_ns);
-    c->woke_ns = loop->turn_woke_at_ns;
+    uint64_t woke = w->ctx.loop->turn_woke_at_ns, now = now_ns();
+    /* a run that failed before its wait (EINTR aside, an epoll_ctl error) woke from nothing */
+    if (woke != 0 && woke != w->loop_clock.woke_ns && now >= woke)
+        loop_record(w, now - woke, now);
+    w->loop_clock.woke_ns = woke;
 }
 #else
 void mg_loop_turn_ended(mg_worker_t *w)
@@ -69,13 +73,6 @@ void mg_loop_turn_ended(mg_worker_t *w)
     (void)w; /* Debian's unpatched h2o (a comparison build, docs/h2o.md): no turn times */
 }
 #endif
-
-static uint64_t now_second(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec;
-}
 
 static void put_histogram(FILE *out, mg_worker_t *w)
 {
@@ -95,14 +92,14 @@ static void put_histogram(FILE *out, mg_worker_t *w)
 void mg_loop_put_metrics(FILE *out, mg_gateway_t *gw)
 {
     fprintf(out, "# HELP matchgate_loop_turn_seconds How long each turn of a worker's event loop kept it busy, from waking "
-                 "up with events to waiting again: every connection of the worker waits while a turn runs.\n"
+                 "up to the end of its callbacks and timers: every connection of the worker waits while a turn runs.\n"
                  "# TYPE matchgate_loop_turn_seconds histogram\n");
     for (unsigned i = 0; i < gw->num_workers; i++)
         put_histogram(out, &gw->workers[i]);
     fprintf(out, "# HELP matchgate_loop_turn_longest_seconds The longest turn of each worker's event loop that ended in "
                  "the last two seconds (0 when none did).\n"
                  "# TYPE matchgate_loop_turn_longest_seconds gauge\n");
-    uint64_t second = now_second();
+    uint64_t second = now_ns() / NS_PER_S;
     for (unsigned i = 0; i < gw->num_workers; i++) {
         mg_worker_stats_t *s = &gw->workers[i].stats;
         uint64_t longest = mg_stat_read(&s->loop_longest_ns), at = mg_stat_read(&s->loop_longest_second);
