@@ -131,9 +131,7 @@ int mg_header_is_replaced_in_response(const char *name, size_t len)
 {
     /* h2o writes its own Date and Server, and frames the body itself (content-length is
      * passed as a number, not as a header); the request id is the one the gateway sent */
-    static const char *const replaced[] = {"date", "server", "content-length", "x-request-id", NULL};
-    for (const char *const *p = replaced; *p != NULL; p++)
-        if (strlen(*p) == len && memcmp(*p, name, len) == 0)
-            return 1;
-    return 0;
+    static const h2o_iovec_t replaced[] = {
+        {H2O_STRLIT("date")}, {H2O_STRLIT("server")}, {H2O_STRLIT("content-length")}, {H2O_STRLIT("x-request-id")}, {NULL, 0}};
+    return mg_header_is_listed(name, len, replaced);
 }

@@ -66,6 +66,10 @@ static int decide(mg_request_t *r, mg_ctx_t *ctx, h2o_iovec_t key, mg_quota_t qu
                   mg_limits_next_t next, int routes, size_t depth)
 {
     mg_decision_t d;
+    /* the local throttle answers at once: no wait (a routing context's copy, past the pool's
+     * small-allocation bound, so a malloc per request) is made for it */
+    if (!mg_quota_may_wait(r->conf))
+        return settle(r, mg_quota_decide(r->worker, r->conf, key, quota, bounded, NULL, NULL, NULL, &d), &d, what);
     mg_limits_wait_t *wait = r->quota_wait;
     if (wait == NULL) {
         wait = r->quota_wait = h2o_mem_alloc_pool(&r->req->pool, sizeof(*wait));

@@ -278,7 +278,7 @@ int mg_quota_decide(mg_worker_t *w, const mg_config_t *conf, h2o_iovec_t key, mg
     mg_store_result_t now;
     mg_str_t tag, rest;
 
-    if (conf->tenants.store.store == NULL)
+    if (!mg_quota_may_wait(conf))
         return decide_local(w, conf, key, quota, bounded, d);
     *ask = (mg_quota_ask_t){.worker = w, .conf = conf, .key = key, .bounded = bounded, .done = done, .arg = arg};
     if (sw == NULL || sw->client == NULL) {

@@ -31,6 +31,7 @@ void mg_conn_tokens_add(mg_conn_tokens_t *tokens, const char *value, size_t len)
          * keep are compared in full, so a truncated one would match the wrong header */
         if (end == start || end - start >= sizeof(tokens->names[0]) || tokens->size == 16)
             continue;
+        tokens->lens[tokens->size] = (unsigned char)(end - start);
         char *dst = tokens->names[tokens->size++];
         for (size_t k = start; k < end; k++)
             dst[k - start] = (char)(value[k] >= 'A' && value[k] <= 'Z' ? value[k] + 32 : value[k]);
@@ -38,24 +39,27 @@ void mg_conn_tokens_add(mg_conn_tokens_t *tokens, const char *value, size_t len)
     }
 }
 
-static int is_listed(const char *name, size_t len, const char *const *list)
+int mg_header_is_listed(const char *name, size_t len, const h2o_iovec_t *list)
 {
-    for (; *list != NULL; list++)
-        if (strlen(*list) == len && memcmp(*list, name, len) == 0)
+    /* the length first: most names differ in it, and a list entry's is known without strlen */
+    for (; list->base != NULL; list++)
+        if (list->len == len && memcmp(list->base, name, len) == 0)
             return 1;
     return 0;
 }
 
 int mg_header_is_hop_by_hop(const char *name, size_t len, const mg_conn_tokens_t *tokens)
 {
-    static const char *const hop[] = {"connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", NULL};
-    if (is_listed(name, len, hop))
+    static const h2o_iovec_t hop[] = {
+        {H2O_STRLIT("connection")},        {H2O_STRLIT("keep-alive")}, {H2O_STRLIT("te")}, {H2O_STRLIT("trailer")},
+        {H2O_STRLIT("transfer-encoding")}, {H2O_STRLIT("upgrade")},    {NULL, 0}};
+    if (mg_header_is_listed(name, len, hop))
         return 1;
     if (len >= 6 && memcmp(name, "proxy-", 6) == 0)
         return 1;
     if (tokens != NULL)
         for (size_t i = 0; i < tokens->size; i++)
-            if (strlen(tokens->names[i]) == len && memcmp(tokens->names[i], name, len) == 0)
+            if (tokens->lens[i] == len && memcmp(tokens->names[i], name, len) == 0)
                 return 1;
     return 0;
 }

@@ -12,11 +12,14 @@
 /* The header names listed in Connection (RFC 9110 7.6.1), lower-cased, at most 16 kept. */
 typedef struct mg_conn_tokens {
     char names[16][32];
+    unsigned char lens[16];
     size_t size;
 } mg_conn_tokens_t;
 
 /* Adds the comma-separated tokens of one Connection header value. */
 void mg_conn_tokens_add(mg_conn_tokens_t *tokens, const char *value, size_t len);
+/* 1 when `name` is one of `list` (entries with their lengths, ended by {NULL, 0}): exact bytes. */
+int mg_header_is_listed(const char *name, size_t len, const h2o_iovec_t *list);
 /* 1 when the header must not cross the proxy: hop-by-hop, or named in Connection. `name` is lower case. */
 int mg_header_is_hop_by_hop(const char *name, size_t len, const mg_conn_tokens_t *tokens);
 /* 1 when the value can be forwarded as is: no CR, LF or NUL. */

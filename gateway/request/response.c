@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include "gateway/internal.h"
 #include "gateway/request/accesslog.h"
+#include "gateway/request/headers.h"
 #include "gateway/format.h"
 
 static const char *reason_phrase(int status)
@@ -88,27 +89,29 @@ static uint64_t whole_seconds(uint64_t us)
     return (us + 999999) / 1000000;
 }
 
-static void add_number(h2o_req_t *req, const char *name, size_t len, uint64_t value)
+/* 1 for the RateLimit-* names the gateway writes (names in h2o's lists are lower case). */
+static int is_ratelimit_name(h2o_iovec_t name)
 {
-    char *buf = h2o_mem_alloc_pool(&req->pool, 20);
-    add_header(req, name, len, buf, mg_format_u64(buf, value));
+    static const h2o_iovec_t ours[] = {
+        {H2O_STRLIT("ratelimit-limit")}, {H2O_STRLIT("ratelimit-remaining")}, {H2O_STRLIT("ratelimit-reset")}, {NULL, 0}};
+    return name.len >= 15 && name.base[0] == 'r' && mg_header_is_listed(name.base, name.len, ours);
 }
 
 static void add_ratelimit(mg_request_t *r, h2o_req_t *req)
 {
-    static const h2o_iovec_t names[] = {
-        {H2O_STRLIT("ratelimit-limit")}, {H2O_STRLIT("ratelimit-remaining")}, {H2O_STRLIT("ratelimit-reset")}};
     if (!r->has_limit)
         return;
-    /* ours describe the gateway's quota: a backend's own would contradict them */
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        ssize_t at;
-        while ((at = h2o_find_header_by_str(&req->res.headers, names[i].base, names[i].len, -1)) >= 0)
-            h2o_delete_header(&req->res.headers, at);
-    }
-    add_number(req, H2O_STRLIT("ratelimit-limit"), r->limit.limit);
-    add_number(req, H2O_STRLIT("ratelimit-remaining"), r->limit.remaining);
-    add_number(req, H2O_STRLIT("ratelimit-reset"), whole_seconds(r->limit.reset_us));
+    /* ours describe the gateway's quota: a backend's own would contradict them (one pass over the
+     * response's fields, most of which differ from ours in their length or first letter) */
+    h2o_headers_t *headers = &req->res.headers;
+    for (size_t i = headers->size; i-- > 0;)
+        if (is_ratelimit_name(*headers->entries[i].name))
+            h2o_delete_header(headers, (ssize_t)i);
+    /* the three values in one block of the pool: 20 digits each at most */
+    char *buf = h2o_mem_alloc_pool(&req->pool, 3 * 20);
+    add_header(req, H2O_STRLIT("ratelimit-limit"), buf, mg_format_u64(buf, r->limit.limit));
+    add_header(req, H2O_STRLIT("ratelimit-remaining"), buf + 20, mg_format_u64(buf + 20, r->limit.remaining));
+    add_header(req, H2O_STRLIT("ratelimit-reset"), buf + 40, mg_format_u64(buf + 40, whole_seconds(r->limit.reset_us)));
 }
 
 void mg_request_add_own_headers(mg_request_t *r, h2o_req_t *req)

@@ -99,6 +99,23 @@ def test_throttled_response_headers(start_gateway, backend):
     assert backend_count(backend, "globex") == 3
 
 
+def test_a_backends_ratelimit_fields_give_way_to_the_gateways(start_gateway, backend):
+    # whatever case the backend writes them in, its RateLimit-* would contradict the gateway's
+    backend.extra_headers = [("RateLimit-Limit", "99"), ("ratelimit-remaining", "98"), ("RateLimit-Reset", "7"),
+                             ("RateLimit-Policy", "99;w=1"), ("X-Kept", "1")]
+    gw = start(start_gateway, backend, tenants_section())
+    status, headers, _ = get(gw, tenant="globex")
+    assert status == 200
+    assert headers.get_all("RateLimit-Limit") == ["3"]
+    assert headers.get_all("RateLimit-Remaining") == ["2"]
+    assert headers.get_all("RateLimit-Reset") == ["30"]
+    # only the three the gateway writes are replaced
+    assert headers.get_all("RateLimit-Policy") == ["99;w=1"] and headers["X-Kept"] == "1"
+    # without a quota for the request, the backend's own pass unchanged
+    status, headers, _ = get(gw)
+    assert status == 200 and headers.get_all("RateLimit-Limit") == ["99"]
+
+
 def test_window_slides_and_idle_gives_the_full_quota_back(start_gateway, backend):
     tenants = tenants_section(quotas={"acme": {"requests": 4, "per": "1s"}})
     gw = start(start_gateway, backend, tenants)
