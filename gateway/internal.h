@@ -88,6 +88,12 @@ static inline void mg_stat_inc(mg_stat_t *p)
     atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + 1, memory_order_relaxed);
 }
 
+/* Counters have one writer (their worker): a plain read-add-store, no locked instruction. */
+static inline void mg_stat_add(mg_stat_t *p, uint64_t v)
+{
+    atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + v, memory_order_relaxed);
+}
+
 static inline void mg_stat_dec(mg_stat_t *p)
 {
     atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) - 1, memory_order_relaxed);

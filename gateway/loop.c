@@ -28,11 +28,6 @@ static uint64_t now_ns(void)
 }
 
 #ifdef H2O_HAS_EVLOOP_TURN_TIMES
-static void stat_add(mg_stat_t *p, uint64_t v)
-{
-    atomic_store_explicit(p, atomic_load_explicit(p, memory_order_relaxed) + v, memory_order_relaxed);
-}
-
 static void stat_set(mg_stat_t *p, uint64_t v)
 {
     atomic_store_explicit(p, v, memory_order_relaxed);
@@ -45,7 +40,7 @@ static void loop_record(mg_worker_t *w, uint64_t busy_ns, uint64_t end_ns)
     while (i < MG_LOOP_TURN_BUCKETS && busy_ns > turn_bounds_ns[i])
         i++;
     mg_stat_inc(&w->stats.loop_turns[i]);
-    stat_add(&w->stats.loop_busy_ns, busy_ns);
+    mg_stat_add(&w->stats.loop_busy_ns, busy_ns);
     mg_loop_clock_t *c = &w->loop_clock;
     uint64_t second = end_ns / NS_PER_S;
     if (second != c->second) {

@@ -235,8 +235,7 @@ static void count_result(mg_worker_t *w, const mg_store_result_t *r)
         i++;
     if (i < MG_STORE_LATENCY_BUCKETS)
         mg_stat_inc(&w->stats.store_latency[i]);
-    atomic_store_explicit(&w->stats.store_latency_sum_us, mg_stat_read(&w->stats.store_latency_sum_us) + r->latency_us,
-                          memory_order_relaxed);
+    mg_stat_add(&w->stats.store_latency_sum_us, r->latency_us);
 }
 
 static void on_answer(void *call_arg, const mg_store_result_t *r)
