@@ -40,8 +40,9 @@ const char *mg_request_field_error(const char *name, size_t nlen, const char *va
 /* Why the request's method, target and header fields cannot be passed on, NULL when they can:
  * the method must be a token (RFC 9110 9.1; h2o checks neither HTTP/2's :method nor all of an
  * HTTP/1 method), the target hold no white space or control character (h2o does not check
- * HTTP/2's :path), every field pass mg_request_field_error (h2o's HTTP/1 parser applies the
- * field rules itself, its HPACK decoder not all of them). Checked once per request, before
+ * HTTP/2's :path), every field of an HTTP/2 request pass mg_request_field_error (h2o's HTTP/1
+ * parser applies the same rules itself, so HTTP/1 fields are not checked twice; its HPACK decoder
+ * does not apply all of them). Checked once per request, before
  * routing, whatever the route does with it (forward, tunnel, bridge). */
 const char *mg_request_head_error(const h2o_req_t *req);
 /* Splits a header line of a backend's response ("Name: value", without CR LF) into its name

@@ -3,7 +3,8 @@
  * (gateway/backend/h1.c), as client_h1.c drives them: interim heads skipped, the final head parsed,
  * then the body decoded from reads of sizes the input chooses. Properties checked on every input:
  *   - a head is never longer than the bytes given; a refused one says why and how;
- *   - a parsed head's fields are lower-case tokens, its reason and values have no CR, LF or NUL;
+ *   - a parsed head's fields are lower-case tokens (RFC 9110 5.6.2), its reason and values field
+ *     values (RFC 9110 5.5: no control character but HTAB);
  *   - Content-Length and Transfer-Encoding never both frame one response;
  *   - the body never yields more bytes than were given, nor more than Content-Length;
  *   - bytes after the end are counted, never handed over as body.
@@ -17,13 +18,11 @@
 static void check_head(const mg_h1_head_t *head)
 {
     int cl = 0, te = 0;
-    if (memchr(head->reason.base, '\r', head->reason.len) || memchr(head->reason.base, '\n', head->reason.len) ||
-        memchr(head->reason.base, '\0', head->reason.len))
+    if (!mg_is_field_value(head->reason.base, head->reason.len))
         abort();
     for (size_t i = 0; i < head->num_fields; i++) {
         const mg_backend_header_t *f = &head->fields[i];
-        if (f->name.len == 0 || memchr(f->value.base, '\r', f->value.len) || memchr(f->value.base, '\n', f->value.len) ||
-            memchr(f->value.base, '\0', f->value.len))
+        if (!mg_is_token(f->name.base, f->name.len) || !mg_is_field_value(f->value.base, f->value.len))
             abort();
         for (size_t j = 0; j < f->name.len; j++)
             if ((f->name.base[j] >= 'A' && f->name.base[j] <= 'Z') || f->name.base[j] <= ' ' || f->name.base[j] == ':')

@@ -181,6 +181,27 @@ def test_malformed_http2_fields_never_reach_the_backend(gw, field, huffman):
     assert gw.backend.requests == [], gw.backend.requests
 
 
+BAD_H1_FIELDS = [
+    b"x-a: a\rb", b"x-a: a\x00b", b"x-a: a\x0bb", b"x-a: \x1b[31m", b"x-a: a\x7f",
+    b"x a: v", b"x(a: v", b"x\x80a: v", b"x@a: v", b"x\"a: v", b": v",
+]
+
+
+@pytest.mark.parametrize("field", BAD_H1_FIELDS)
+def test_malformed_http1_fields_never_reach_the_backend(gw, field):
+    """The gateway leaves these to h2o's HTTP/1 parser (picohttpparser checks a name's every byte
+    against the same tchar table and a value for control characters): a 400, never the backend."""
+    with RawClient(gw.port) as c:
+        c.send(b"GET /bad HTTP/1.1\r\nHost: t\r\n" + field + b"\r\n\r\n")
+        try:
+            resp = read_response(c.stream)
+        except (ConnectionResetError, EOFError):
+            resp = None
+    assert resp is None or resp.status == 400, resp
+    time.sleep(0.1)
+    assert gw.backend.requests == [], gw.backend.requests
+
+
 def test_well_formed_http2_fields_pass(gw):
     res = h2client.get(gw.port, b"/good", extra=[(b"x-a", b"a\tb c"), (b"x-utf8", b"caf\xc3\xa9"), (b"x-empty", b""),
                                                  (b"x-!#$%&'*+-.^_`|~", b"v")])
