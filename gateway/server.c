@@ -23,6 +23,7 @@
 #include "gateway/backend/backend.h"
 #include "gateway/connections/connections.h"
 #include "gateway/websocket/websocket.h"
+#include "gateway/thread_name.h"
 
 #define LISTEN_BACKLOG 1024
 #define EVICT_INTERVAL_MS 1000
@@ -151,6 +152,7 @@ static int worker_done(mg_worker_t *w)
 static void *worker_main(void *arg)
 {
     mg_worker_t *w = arg;
+    mg_thread_name("mg-worker-%u", w->id);
     /* everything h2o is created on the worker's own thread: h2o sockets take their buffers
      * from thread-local free lists, which must not be shared between threads */
     h2o_socket_buffer_prototype.allocator.max = MG_SOCKET_BUFFERS_KEPT; /* thread-local */

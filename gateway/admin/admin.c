@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "gateway/admin/internal.h"
 #include "gateway/connections/connections.h"
+#include "gateway/thread_name.h"
 
 #define ADMIN_MAX_BODY (1024 * 1024)
 #define ADMIN_IDLE_TIMEOUT_MS 10000
@@ -157,6 +158,7 @@ static void *admin_main(void *arg)
 {
     mg_admin_t *admin = arg;
 
+    mg_thread_name("mg-admin");
     h2o_context_init(&admin->ctx, h2o_evloop_create(), &admin->globalconf);
     admin->queue = h2o_multithread_create_queue(admin->ctx.loop);
     h2o_multithread_register_receiver(admin->queue, &admin->stop_receiver, on_stop_message);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include "gateway/config/config.h"
+#include "gateway/thread_name.h"
 
 #define MG_FETCH_MAX_URLS 64
 #define MG_FETCH_IDLE_MS 1000 /* the longest sleep: a reload's new urls are noticed within it */
@@ -200,6 +201,7 @@ static int64_t mg_pass(mg_auth_fetcher_t *f, int *fetched)
 static void *mg_fetcher_main(void *arg)
 {
     mg_auth_fetcher_t *f = arg;
+    mg_thread_name("mg-jwks");
     pthread_mutex_lock(&f->lock);
     while (!f->stop) {
         int fetched;

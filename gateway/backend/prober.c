@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/backend/internal.h"
+#include "gateway/thread_name.h"
 
 #define TICK_MS 50
 #define MAX_URL 2048
@@ -212,6 +213,7 @@ static void collect_done(mg_prober_t *p)
 static void *prober_main(void *arg)
 {
     mg_prober_t *p = arg;
+    mg_thread_name("mg-prober");
     while (!atomic_load(&p->stop)) {
         int running = 0;
         start_due_checks(p);

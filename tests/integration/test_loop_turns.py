@@ -4,6 +4,8 @@ request that costs the worker milliseconds (20,000 regex routes, which the index
 narrow, tried one by one for a path none matches) shows up in both; quick requests do not
 reach the gauge's range."""
 
+import os
+
 from support import free_port, gateway_config, request, wait_until
 
 SLOW_ROUTES = 20000
@@ -50,3 +52,22 @@ def test_a_slow_turn_moves_the_histogram_and_the_longest_turn(start_gateway):
     # the gauge forgets: two seconds without a slow turn bring it under a millisecond again
     assert wait_until(lambda: gw.metrics()['matchgate_loop_turn_longest_seconds{worker="0"}'] < 0.001, 6, interval=0.5), \
         "the longest turn did not age out"
+
+
+def test_threads_are_named_for_what_they_do(start_gateway):
+    """top -H, perf sched and /proc show which part of the gateway a thread is."""
+    conf = gateway_config(free_port(), routes=[{"name": "all", "respond": {"status": 200}}], workers=2,
+                          admin={"address": f"127.0.0.1:{free_port()}"})
+    gw = start_gateway(conf)
+    assert request(gw.port, "GET", "/")[0] == 200
+    wanted = {"mg-worker-0", "mg-worker-1", "mg-admin", "mg-prober", "mg-jwks"}
+
+    def names():
+        found = set()
+        for tid in os.listdir(f"/proc/{gw.pid}/task"):
+            with open(f"/proc/{gw.pid}/task/{tid}/comm") as f:
+                found.add(f.read().strip())
+        return found
+
+    # the prober's thread starts after the listeners accept: its name may come a moment later
+    assert wait_until(lambda: wanted <= names(), 5), names()
