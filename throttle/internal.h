@@ -21,7 +21,7 @@
 #define MG__GROW (-4)
 
 /*
- * A 40-byte header, then C slots of 8 bytes (16-bit lap tag, 48-bit timestamp). C, the ring's
+ * A 48-byte header, then C slots of 8 bytes (16-bit lap tag, 48-bit timestamp). C, the ring's
  * capacity, is at most N: the table starts a key with a small ring and replaces it by a copy
  * of twice its size when an admission needs more (limiter.c). Rings of MG__ALIGNED_CAP slots
  * and more end their header on a cache line's end, so that the slots start on the next line;
@@ -29,12 +29,13 @@
  * (mg__limiter_layout, mg__limiter_init), but for the largest, which get pages of their own.
  */
 struct mg_limiter {
-    _Atomic uint64_t cursor;  /* frozen bit | lap | slot: where the next admission goes */
-    uint32_t n;               /* N = quota.requests */
-    uint32_t cap;             /* C: slots in the ring, 1 .. N */
-    uint64_t per_us;          /* P */
-    _Atomic uint64_t gen;     /* table: configuration generation the quota comes from */
-    uint64_t admitted_before; /* table: admissions of the limiters this one replaced */
+    _Atomic uint64_t cursor;      /* frozen bit | lap | slot: where the next admission goes */
+    uint32_t n;                   /* N = quota.requests */
+    uint32_t cap;                 /* C: slots in the ring, 1 .. N */
+    uint64_t per_us;              /* P */
+    _Atomic uint64_t gen;         /* table: configuration generation the quota comes from */
+    uint64_t admitted_before;     /* table: admissions of the limiters this one replaced */
+    _Atomic uint32_t oldest_hint; /* the oldest admission (number mod 2^32) a window count found */
     _Atomic uint64_t slot[];
 };
 

@@ -224,16 +224,16 @@ Test(limiter, quota_out_of_range_is_refused)
     mg_limiter_free(l);
 }
 
-Test(limiter, header_is_40_bytes_and_large_rings_start_on_a_cache_line)
+Test(limiter, header_is_48_bytes_and_large_rings_start_on_a_cache_line)
 {
-    cr_expect_eq(offsetof(mg_limiter_t, slot), 40);
+    cr_expect_eq(offsetof(mg_limiter_t, slot), 48);
     cr_expect_eq(sizeof(((mg_limiter_t *)NULL)->slot[0]), 8);
     /* from MG__ALIGNED_CAP slots (and for mappings): the header is one line, the slots start
      * on the next */
     static const uint32_t caps[] = {MG__ALIGNED_CAP, 100, 9000, MG_QUOTA_MAX_REQUESTS};
     for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
         mg_limiter_t *l = limiter(caps[i], 10);
-        cr_expect_eq((uintptr_t)l % 64, 24, "%u slots: the header ends at a line", caps[i]);
+        cr_expect_eq((uintptr_t)l % 64, 16, "%u slots: the header ends at a line", caps[i]);
         cr_expect_eq((uintptr_t)&l->slot[0] % 64, 0);
         cr_expect_eq(mg__limiter_bytes(l), 64 + 8 * (size_t)caps[i]);
         mg_limiter_free(l);
@@ -242,7 +242,7 @@ Test(limiter, header_is_40_bytes_and_large_rings_start_on_a_cache_line)
     mg_limiter_t *l = mg__limiter_new((mg_quota_t){1000, 10}, MG__ALIGNED_CAP - 1);
     cr_assert_not_null(l);
     cr_expect_eq(l->cap, MG__ALIGNED_CAP - 1);
-    cr_expect_eq(mg__limiter_bytes(l), 40 + 8 * (MG__ALIGNED_CAP - 1));
+    cr_expect_eq(mg__limiter_bytes(l), 48 + 8 * (MG__ALIGNED_CAP - 1));
     mg_limiter_free(l);
 }
 
@@ -254,9 +254,9 @@ Test(limiter, a_ring_laid_out_in_a_block_starts_after_its_place_and_keeps_the_li
             size_t offset, end = mg__limiter_layout(caps[i], at, &offset);
             cr_assert_geq(offset, at, "%u slots at %zu", caps[i], at);
             cr_assert_eq(offset % 8, 0);
-            cr_assert_eq(end, offset + 40 + 8 * (size_t)caps[i]);
+            cr_assert_eq(end, offset + 48 + 8 * (size_t)caps[i]);
             if (caps[i] >= MG__ALIGNED_CAP) {
-                cr_assert_eq((offset + 40) % 64, 0, "%u slots at %zu: the slots start a line", caps[i], at);
+                cr_assert_eq((offset + 48) % 64, 0, "%u slots at %zu: the slots start a line", caps[i], at);
                 cr_assert_lt(offset, at + 64, "no more than a line of padding");
             } else {
                 cr_assert_lt(offset, at + 8, "packed");
@@ -375,7 +375,7 @@ Test(limiter, a_small_ring_grows_only_when_its_window_needs_it)
     mg_limiter_t *l = mg__limiter_new(q, 2);
     cr_assert_not_null(l);
     cr_expect_eq(l->cap, 2);
-    cr_expect_eq(mg__limiter_bytes(l), 40 + 2 * 8, "a new key's ring: tens of bytes, not 8 N");
+    cr_expect_eq(mg__limiter_bytes(l), 48 + 2 * 8, "a new key's ring: tens of bytes, not 8 N");
     /* one request per window, for fifty windows: two slots are always enough */
     for (uint64_t t = 1000; t < 6000; t += 100)
         decide(l, t, 1);
@@ -512,4 +512,55 @@ Test(limiter, agrees_with_a_model_on_random_traces)
         mg_limiter_free(l);
     }
     cr_expect_gt(growths, 100, "the traces grew rings (%d times)", growths);
+}
+
+/* The window count against a count of every slot, from every start its hint may give: the first
+ * admission in the window, one on either side, the ends, and values far outside the ring (a
+ * stale hint, one from before a copy or a lap counter's wrap). Rings on their first lap and
+ * later ones, windows partly expired. */
+static uint32_t brute_used(const mg_limiter_t *l, uint64_t now, uint64_t *oldest)
+{
+    uint64_t c = LOAD(&l->cursor);
+    uint32_t count = cursor_lap(c) > 0 ? l->cap : cursor_slot(c), used = 0;
+    *oldest = 0;
+    for (uint32_t s = 0; s < count; s++) {
+        uint64_t ts = slot_ts(LOAD(&l->slot[s]));
+        if (ts + l->per_us > now) {
+            used++;
+            if (*oldest == 0 || ts < *oldest)
+                *oldest = ts;
+        }
+    }
+    return used;
+}
+
+Test(limiter, a_window_count_is_exact_from_any_hint)
+{
+    static const uint32_t admitted[] = {1, 5, 99, 100, 101, 250, 777};
+    for (size_t a = 0; a < sizeof(admitted) / sizeof(admitted[0]); a++) {
+        mg_limiter_t *l = limiter(100, 1000);
+        /* one admission every 10 us (and every 11 after the first lap): a 1000 us window holds
+         * up to 100, and a ring past its first lap holds admissions of several windows' age */
+        uint64_t t = 1000;
+        for (uint32_t i = 0; i < admitted[a]; i++, t += i < 100 ? 10 : 11)
+            if (mg_limiter_acquire(l, t, &(mg_decision_t){0}) != 1)
+                t += 1000; /* full: the next one after the window moved on */
+        uint64_t c = LOAD(&l->cursor);
+        uint32_t k = (uint32_t)(cursor_lap(c) * l->cap) + cursor_slot(c);
+        for (uint64_t now = t; now < t + 1200; now += 37) {
+            uint64_t want_oldest;
+            uint32_t want = brute_used(l, now, &want_oldest);
+            const uint32_t hints[] = {0, 1, k, k - 1, k - want, k - want - 1, k - want + 1, k - 100, k + 5, k - 5000, UINT32_MAX};
+            for (size_t h = 0; h < sizeof(hints) / sizeof(hints[0]); h++) {
+                atomic_store(&l->oldest_hint, hints[h]);
+                uint64_t oldest;
+                uint32_t first, used = window_count(l, now, &oldest, &first);
+                cr_assert_eq(used, want, "%u admitted, now %llu, hint %u: %u counted, %u in the window", admitted[a],
+                             (unsigned long long)now, hints[h], used, want);
+                cr_assert_eq(first, k - want, "the first admission in the window is the next hint");
+                cr_assert_eq(oldest, want_oldest, "the oldest admission's time");
+            }
+        }
+        mg_limiter_free(l);
+    }
 }
