@@ -564,3 +564,45 @@ Test(limiter, a_window_count_is_exact_from_any_hint)
         mg_limiter_free(l);
     }
 }
+
+/* A busy key's stream, where the hint is what each count starts from: a decision every `gap_lo`
+ * to `gap_hi` us, and every 5,000 an idle gap of half a window or one and a half (the hint is
+ * then that far behind). Remaining, Reset and Retry-After against the admission times counted
+ * with two pointers; after every admission the hint is the first admission in the window. */
+static void stream_against_two_pointers(mg_quota_t q, uint32_t decisions, uint64_t gap_lo, uint64_t gap_hi)
+{
+    mg_limiter_t *l = limiter(q.requests, q.per_us);
+    uint64_t *at = malloc(decisions * sizeof(*at)), rng = q.requests, now = 1000;
+    cr_assert_not_null(at);
+    uint32_t len = 0, first = 0, rejected = 0;
+    for (uint32_t i = 0; i < decisions; i++) {
+        uint64_t idle = i % 10000 == 4999 ? q.per_us / 2 : q.per_us * 3 / 2;
+        now += i % 5000 == 4999 ? idle : gap_lo + model_rand(&rng) % (gap_hi - gap_lo + 1);
+        while (first < len && at[first] + q.per_us <= now)
+            first++;
+        int admit = len - first < q.requests;
+        mg_decision_t d = decide(l, now, admit);
+        if (!admit) {
+            rejected++;
+            cr_assert_eq(d.retry_after_us, at[first] + q.per_us - now, "decision %u", i);
+            continue;
+        }
+        at[len++] = now;
+        cr_assert_eq(d.remaining, q.requests - (len - first), "decision %u: remaining", i);
+        cr_assert_eq(d.reset_us, at[first] + q.per_us - now, "decision %u: reset", i);
+        cr_assert_eq(atomic_load(&l->oldest_hint), first, "decision %u: the next count starts at the window's first", i);
+    }
+    cr_expect_gt(cursor_lap(LOAD(&l->cursor)), 1, "the ring went round");
+    if (gap_hi * q.requests < q.per_us)
+        cr_expect_gt(rejected, 0, "the window filled");
+    free(at);
+    mg_limiter_free(l);
+}
+
+Test(limiter, a_steady_stream_counts_from_the_hint)
+{
+    /* 25,000 admissions in a 1 s window (as at 25,000 requests per second), five laps */
+    stream_against_two_pointers((mg_quota_t){30000, 1000000}, 150000, 20, 60);
+    /* more decisions than the quota, several at one time: rejections, many laps */
+    stream_against_two_pointers((mg_quota_t){1000, 100000}, 30000, 0, 90);
+}
