@@ -263,10 +263,10 @@ static int view_probe(const ring_view_t *r, uint32_t i, uint32_t *lo, uint32_t *
  * counts as out of the window: overwriting admission j needed admission j + C, at least P
  * after j, and the overwritten ones are always the oldest, so the predicate stays monotonic and
  * any start finds the same first admission. The start is the limiter's hint, the first one the
- * last count found (time only moves on, so it is a few admissions back at most; with 25,000
- * admissions in the window, about 30 probes over a megabyte became three or four on one or two
- * cache lines), or the newest when the hint is not in the ring any more. From the start, gallop
- * (1, 2, 4, ... places) back while in the window or on while out, then bisect.
+ * last count found (time only moves on, so it is a few admissions back at most: a few probes on
+ * one or two cache lines, where a search from the newest makes twice the log of the window's
+ * admissions across the ring), or the newest when the hint is not in the ring any more. From the
+ * start, gallop (1, 2, 4, ... places) back while in the window or on while out, then bisect.
  * `*first` is the first admission in the window, as a number mod 2^32, the next hint.
  */
 static uint32_t window_count(const mg_limiter_t *l, uint64_t now, uint64_t *oldest, uint32_t *first)

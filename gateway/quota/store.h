@@ -35,18 +35,19 @@ typedef struct mg_quota_ask {
 
 #define MG_QUOTA_PENDING 2
 
-/*
- * Decides one admission of the throttle key `key` ("t\0<tenant>" or "r<route>\0<name>", limits.c)
- * under `quota`: the store's when `conf` has one, else the local throttle's. Returns the rc at
- * once with `*d` filled, or MG_QUOTA_PENDING: `done(arg, rc, d)` comes later on the loop, unless
- * mg_quota_cancel(ask) first. `ask` is filled here; `key` must stay valid while it waits.
- */
 /* 1 when a decision under `conf` may wait for the store (tenants.store is set): only then does
  * mg_quota_decide keep `ask`, so a caller with a local throttle needs no memory for one. */
 static inline int mg_quota_may_wait(const mg_config_t *conf)
 {
     return conf->tenants.store.store != NULL;
 }
+
+/*
+ * Decides one admission of the throttle key `key` ("t\0<tenant>" or "r<route>\0<name>", limits.c)
+ * under `quota`: the store's when `conf` has one, else the local throttle's. Returns the rc at
+ * once with `*d` filled, or MG_QUOTA_PENDING: `done(arg, rc, d)` comes later on the loop, unless
+ * mg_quota_cancel(ask) first. `ask` is filled here; `key` must stay valid while it waits.
+ */
 int mg_quota_decide(mg_worker_t *w, const mg_config_t *conf, h2o_iovec_t key, mg_quota_t quota, int bounded, mg_quota_ask_t *ask,
                     mg_quota_done_t done, void *arg, mg_decision_t *d);
 /* The decision's `done` will not run (its request or message went away). Safe when answered. */
