@@ -55,6 +55,7 @@ const mg_matcher_ops_t mg_matcher_all = {
     .compile = mg_all_compile,
     .match = mg_all_match,
     .dispose = mg_matcher_list_dispose,
+    .data_size = sizeof(mg_matcher_list_t),
     .describe = mg_matcher_list_describe,
     .keys = mg_all_keys,
     .binds = mg_matcher_list_binds,

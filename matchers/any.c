@@ -25,6 +25,7 @@ const mg_matcher_ops_t mg_matcher_any = {
     .compile = mg_matcher_list_compile,
     .match = mg_any_match,
     .dispose = mg_matcher_list_dispose,
+    .data_size = sizeof(mg_matcher_list_t),
     .describe = mg_matcher_list_describe,
     .binds = mg_matcher_list_binds,
     .needs = mg_matcher_list_needs,

@@ -31,8 +31,8 @@ static int mg_field_find_op(const char *kind, const mg_node_t *arg, mg_errors_t 
             op = i, ++count;
     }
     if (count != 1) {
-        mg_errors_add(errs, arg, "'%s' takes 'name' and exactly one of 'equals', 'prefix', 'contains', 'regex'%s or 'present'", kind,
-                      strcmp(kind, "claim") == 0 ? ", 'in'" : "");
+        mg_errors_add(errs, arg, "'%s' takes 'name' and exactly one of 'equals', 'prefix', 'contains', 'regex'%s or 'present'",
+                      kind, strcmp(kind, "claim") == 0 ? ", 'in'" : "");
         return -1;
     }
     return op;
@@ -122,10 +122,7 @@ int mg__field_binds(const mg_matcher_t *self, mg_str_t name)
 void mg__field_dispose(mg_matcher_t *self)
 {
     mg_field_t *f = self->data;
-    if (f == NULL)
-        return;
     free((char *)f->name.base);
     free((char *)f->value.base);
     mg_regex_free(f->re);
-    free(f);
 }

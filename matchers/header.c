@@ -33,10 +33,7 @@ static int mg_header_check_name(mg_field_t *f, const mg_node_t *node, mg_errors_
 
 static int mg_header_compile(mg_matcher_t *self, const mg_node_t *arg, mg_errors_t *errs)
 {
-    mg_field_t *f = calloc(1, sizeof(*f));
-    if (f == NULL)
-        abort();
-    self->data = f;
+    mg_field_t *f = self->data;
     if (mg__field_compile(f, "header", arg, errs) != 0)
         return -1;
     return mg_header_check_name(f, mg_node_get(arg, "name"), errs);
@@ -74,6 +71,7 @@ const mg_matcher_ops_t mg_matcher_header = {
     .compile = mg_header_compile,
     .match = mg_header_match,
     .dispose = mg__field_dispose,
+    .data_size = sizeof(mg_field_t),
     .describe = mg_header_describe,
     .binds = mg__field_binds,
 };

@@ -111,10 +111,7 @@ static int mg_host_compile_mapping(mg_host_t *h, const mg_node_t *arg, mg_errors
 
 static int mg_host_compile(mg_matcher_t *self, const mg_node_t *arg, mg_errors_t *errs)
 {
-    mg_host_t *h = calloc(1, sizeof(*h));
-    if (h == NULL)
-        abort();
-    self->data = h;
+    mg_host_t *h = self->data;
     if (arg->kind == MG_NODE_SCALAR)
         return mg_host_read(h, arg, 1, errs);
     if (arg->kind == MG_NODE_MAPPING)
@@ -148,11 +145,8 @@ static int mg_host_match(const mg_matcher_t *self, mg_ctx_t *ctx)
 static void mg_host_dispose(mg_matcher_t *self)
 {
     mg_host_t *h = self->data;
-    if (h == NULL)
-        return;
     free((char *)h->name.base);
     mg_regex_free(h->re);
-    free(h);
 }
 
 static size_t mg_host_describe(const mg_matcher_t *self, char *buf, size_t size)
@@ -192,4 +186,5 @@ const mg_matcher_ops_t mg_matcher_host = {
     .describe = mg_host_describe,
     .keys = mg_host_keys,
     .binds = mg_host_binds,
+    .data_size = sizeof(mg_host_t),
 };

@@ -38,7 +38,7 @@ int mg__field_compile(mg_field_t *f, const char *kind, const mg_node_t *arg, mg_
 int mg__field_test(const mg_field_t *f, mg_str_t value, mg_ctx_t *ctx);
 /* {"<kind>":{"name":N,"<op>":V}} */
 size_t mg__field_describe(const mg_field_t *f, const char *kind, char *buf, size_t size);
-/* The binds and dispose of a kind whose self->data is a malloc'd mg_field_t. */
+/* The binds and dispose of a kind whose self->data is an mg_field_t in the matcher (its data_size). */
 int mg__field_binds(const mg_matcher_t *self, mg_str_t name);
 void mg__field_dispose(mg_matcher_t *self);
 

@@ -2,6 +2,7 @@
  * The matcher kind table and what every kind shares: dispatch from a condition's key to its
  * kind, variable undo on failure, child lists (all, any) and the describe() helpers.
  */
+#include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,12 +60,17 @@ static void mg_matcher_unknown_kind(const mg_node_t *key, mg_errors_t *errs)
     mg_errors_add(errs, key, "unknown condition '%s' (expected one of: %s)", key->u.scalar.str, list);
 }
 
+/* The kind's data, when it has a size (ops->data_size), follows the matcher, aligned for any type. */
+#define MG_MATCHER_HEAD ((sizeof(mg_matcher_t) + alignof(max_align_t) - 1) & ~(alignof(max_align_t) - 1))
+
 static mg_matcher_t *mg_matcher_new(const mg_matcher_ops_t *ops, const mg_node_t *at, const char *file)
 {
-    mg_matcher_t *m = malloc(sizeof(*m));
+    mg_matcher_t *m = calloc(1, ops->data_size != 0 ? MG_MATCHER_HEAD + ops->data_size : sizeof(*m));
     if (m == NULL)
         abort();
     *m = (mg_matcher_t){.ops = ops, .file = file, .line = at->line, .column = at->column};
+    if (ops->data_size != 0)
+        m->data = (char *)m + MG_MATCHER_HEAD;
     return m;
 }
 
@@ -167,12 +173,12 @@ static int mg_matcher_list_add(mg_matcher_list_t *list, mg_matcher_t *child)
     return 0;
 }
 
-static mg_matcher_list_t *mg_matcher_list_new(size_t capacity)
+/* self->data (in the matcher: the list kinds have a data_size) with room for `capacity` items. */
+static mg_matcher_list_t *mg_matcher_list_init(mg_matcher_t *self, size_t capacity)
 {
-    mg_matcher_list_t *list = malloc(sizeof(*list));
-    if (list == NULL || (list->items = calloc(capacity, sizeof(*list->items))) == NULL)
+    mg_matcher_list_t *list = self->data;
+    if ((list->items = calloc(capacity, sizeof(*list->items))) == NULL)
         abort();
-    list->size = 0;
     return list;
 }
 
@@ -184,8 +190,7 @@ int mg_matcher_list_compile(mg_matcher_t *self, const mg_node_t *arg, mg_errors_
         mg_errors_add(errs, arg, "'%s' needs at least one condition", self->ops->name);
         return -1;
     }
-    mg_matcher_list_t *list = mg_matcher_list_new(arg->u.sequence.size);
-    self->data = list;
+    mg_matcher_list_t *list = mg_matcher_list_init(self, arg->u.sequence.size);
     int ret = 0;
     /* Keep going after a bad child so that every error is reported in one run. */
     for (size_t i = 0; i != arg->u.sequence.size; ++i)
@@ -195,8 +200,7 @@ int mg_matcher_list_compile(mg_matcher_t *self, const mg_node_t *arg, mg_errors_
 
 int mg_matcher_list_compile_pairs(mg_matcher_t *self, const mg_node_t *map, mg_errors_t *errs)
 {
-    mg_matcher_list_t *list = mg_matcher_list_new(map->u.mapping.size);
-    self->data = list;
+    mg_matcher_list_t *list = mg_matcher_list_init(self, map->u.mapping.size);
     int ret = 0;
     for (size_t i = 0; i != map->u.mapping.size; ++i) {
         /* Each key/value pair is a condition of its own: view it as a one-key mapping. */
@@ -213,12 +217,9 @@ int mg_matcher_list_compile_pairs(mg_matcher_t *self, const mg_node_t *map, mg_e
 void mg_matcher_list_dispose(mg_matcher_t *self)
 {
     mg_matcher_list_t *list = self->data;
-    if (list == NULL)
-        return;
     for (size_t i = 0; i != list->size; ++i)
         mg_matcher_free(list->items[i]);
     free(list->items);
-    free(list);
 }
 
 int mg_matcher_list_binds(const mg_matcher_t *self, mg_str_t name)

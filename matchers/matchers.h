@@ -405,6 +405,11 @@ typedef struct mg_matcher_ops {
     /* Optional: what the condition needs of a request besides its head (MG_NEEDS_* bits; a kind
      * without it needs nothing). */
     unsigned (*needs)(const mg_matcher_t *self);
+    /* Optional: when not 0, self->data is this many zeroed bytes in the matcher's own allocation,
+     * there before compile; dispose frees what they point to, never them. 0: compile allocates
+     * self->data and dispose frees it. (One allocation less per condition: 16 bytes or more of
+     * every route, docs/performance.md, "What a route costs".) */
+    size_t data_size;
 } mg_matcher_ops_t;
 
 /* The condition tests a claim: a request without a verified credential is unknown to it, and the
@@ -461,8 +466,9 @@ typedef struct mg_matcher_list {
     size_t size;
 } mg_matcher_list_t;
 
-/* compile/dispose/describe for list kinds: a non-empty sequence of conditions, compiled with
- * self->file; describe writes {"<kind>":[child, ...]}. */
+/* compile/dispose/describe for list kinds (their data_size is sizeof(mg_matcher_list_t)): a
+ * non-empty sequence of conditions, compiled with self->file; describe writes
+ * {"<kind>":[child, ...]}. */
 int mg_matcher_list_compile(mg_matcher_t *self, const mg_node_t *arg, mg_errors_t *errs);
 /* Same from a mapping whose every key/value pair is one condition (the implicit `all`). */
 int mg_matcher_list_compile_pairs(mg_matcher_t *self, const mg_node_t *map, mg_errors_t *errs);

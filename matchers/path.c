@@ -84,10 +84,7 @@ static int mg_path_compile_mapping(mg_path_t *p, const mg_node_t *arg, mg_errors
 
 static int mg_path_compile(mg_matcher_t *self, const mg_node_t *arg, mg_errors_t *errs)
 {
-    mg_path_t *p = calloc(1, sizeof(*p));
-    if (p == NULL)
-        abort();
-    self->data = p;
+    mg_path_t *p = self->data;
     if (arg->kind == MG_NODE_SCALAR)
         return mg_path_read(p, arg, errs);
     if (arg->kind == MG_NODE_MAPPING)
@@ -159,11 +156,8 @@ static int mg_path_match(const mg_matcher_t *self, mg_ctx_t *ctx)
 static void mg_path_dispose(mg_matcher_t *self)
 {
     mg_path_t *p = self->data;
-    if (p == NULL)
-        return;
     free(p->value);
     mg_regex_free(p->re);
-    free(p);
 }
 
 static size_t mg_path_describe(const mg_matcher_t *self, char *buf, size_t size)
@@ -212,4 +206,5 @@ const mg_matcher_ops_t mg_matcher_path = {
     .describe = mg_path_describe,
     .keys = mg_path_keys,
     .binds = mg_path_binds,
+    .data_size = sizeof(mg_path_t),
 };

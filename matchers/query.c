@@ -13,10 +13,7 @@
 
 static int mg_query_compile(mg_matcher_t *self, const mg_node_t *arg, mg_errors_t *errs)
 {
-    mg_field_t *f = calloc(1, sizeof(*f));
-    if (f == NULL)
-        abort();
-    self->data = f;
+    mg_field_t *f = self->data;
     if (mg__field_compile(f, "query", arg, errs) != 0)
         return -1;
     if (f->name.len == 0) {
@@ -66,6 +63,7 @@ const mg_matcher_ops_t mg_matcher_query = {
     .compile = mg_query_compile,
     .match = mg_query_match,
     .dispose = mg__field_dispose,
+    .data_size = sizeof(mg_field_t),
     .describe = mg_query_describe,
     .binds = mg__field_binds,
 };

@@ -407,7 +407,7 @@ static int mg_apply_forward_host(const mg_route_t *r, mg_ctx_t *ctx, mg_route_re
 
 static int mg_apply_redirect(const mg_route_t *r, mg_ctx_t *ctx, mg_route_result_t *res)
 {
-    int err = mg_template_expand(r->redirect.location, ctx, &res->location);
+    int err = mg_template_expand(r->redirect->location, ctx, &res->location);
     if (err != 0)
         return mg_apply_fail(ctx, res, "redirect location: %s", mg_template_strerror(err));
     if (res->location.len == 0)

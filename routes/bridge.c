@@ -244,8 +244,7 @@ int mg_bridge_is_high(const mg_route_t *r, mg_str_t value)
 void mg__bridge_read(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *v)
 {
     r->kind = MG_ROUTE_BRIDGE;
-    if ((r->bridge = calloc(1, sizeof(*r->bridge))) == NULL)
-        abort(); /* as mg_copy_or_abort: a configuration load out of memory */
+    r->bridge = mg__route_part(sizeof(*r->bridge));
     if (v->kind != MG_NODE_MAPPING) {
         mg_errors_add(env->errs, v, "expected a mapping such as {backend: api, method: POST}, got %s", mg_node_kind_name(v->kind));
         return;
@@ -276,22 +275,21 @@ static void mg_bridge_free_strings(char **list, size_t num)
     free(list);
 }
 
-void mg__bridge_free(mg_route_t *r)
+void mg__bridge_free(mg_route_bridge_t *bridge)
 {
-    if (r->bridge == NULL)
+    if (bridge == NULL)
         return;
-    free(r->bridge->backend_name);
-    mg_template_free(r->bridge->path);
-    free(r->bridge->method_from);
-    for (size_t i = 0; i != r->bridge->num_methods; ++i) {
-        free(r->bridge->methods[i].value);
-        free(r->bridge->methods[i].method);
+    mg_template_free(bridge->path);
+    free(bridge->method_from);
+    for (size_t i = 0; i != bridge->num_methods; ++i) {
+        free(bridge->methods[i].value);
+        free(bridge->methods[i].method);
     }
-    free(r->bridge->methods);
-    free(r->bridge->method_default);
-    free(r->bridge->body_field);
-    free(r->bridge->priority_from);
-    mg_bridge_free_strings(r->bridge->priority_high, r->bridge->num_priority_high);
-    mg_bridge_free_strings(r->bridge->msg_vars, r->bridge->num_msg_vars);
-    free(r->bridge);
+    free(bridge->methods);
+    free(bridge->method_default);
+    free(bridge->body_field);
+    free(bridge->priority_from);
+    mg_bridge_free_strings(bridge->priority_high, bridge->num_priority_high);
+    mg_bridge_free_strings(bridge->msg_vars, bridge->num_msg_vars);
+    free(bridge);
 }

@@ -2,7 +2,8 @@
  * routes internals shared by its source files (not a public door: other modules use
  * routes.h): the per-list route index (index.c), the can-never-match checks run while a
  * list is compiled (check.c), and the string hash both use with the string-keyed table of
- * the checks (keytab.c), and reading actions (actions.c) and the bridge terminal (bridge.c).
+ * the checks (keytab.c), and reading actions (actions.c) and the respond and bridge terminals
+ * (respond.c, bridge.c).
  */
 #ifndef MG_ROUTES_INTERNAL_H
 #define MG_ROUTES_INTERNAL_H
@@ -79,22 +80,35 @@ typedef struct mg_route_env {
     mg_template_known_t known;
     void *known_arg;
     mg_errors_t *errs;
+    mg_routes_t *routes; /* the list being compiled (its backend names) */
 } mg_route_env_t;
 
-/* Reads a backend name (routes.c): *name gets a copy, *backend what the resolver returned. An
- * undefined backend is an error at the node. */
+/* Reads a backend name (routes.c): *name gets the list's one copy of it (routes->backend_names),
+ * *backend what the resolver returned. An undefined backend is an error at the node. */
 void mg__route_read_backend(const mg_route_env_t *env, const mg_node_t *node, char **name, void **backend);
 
-/* Reads `bridge: {...}` (bridge.c) into r->bridge and makes `r` a bridge. Errors are recorded
- * and reading goes on; what was read belongs to `r` even then (mg__bridge_free). */
-void mg__bridge_read(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *v);
-void mg__bridge_free(mg_route_t *r);
+/* A zeroed part of a route (r->respond, r->bridge, ...) of `size` bytes; aborts when out of
+ * memory, as compiling does (routes.c). */
+void *mg__route_part(size_t size);
 
-/* Reads `auth:` and `require:` (auth.c) into r->auth and r->require, and sets r->auth_from (the
- * parent's must be set). Errors are recorded and reading goes on; what was read belongs to `r`
- * even then (mg__route_auth_free). */
+/* Reads a string scalar into *out (routes.c); -1 (error recorded) when it is not one. */
+int mg__read_str(const mg_node_t *node, mg_str_t *out, mg_errors_t *errs);
+
+/* Reads `respond: {...}` (respond.c) into a new r->respond and makes `r` a respond route.
+ * Errors are recorded and reading goes on; what was read belongs to `r` even then. */
+void mg__respond_read(mg_errors_t *errs, mg_route_t *r, const mg_node_t *v);
+void mg__respond_free(mg_route_respond_t *respond);
+
+/* Reads `bridge: {...}` (bridge.c) into a new r->bridge and makes `r` a bridge. Errors are
+ * recorded and reading goes on; what was read belongs to `r` even then (mg__bridge_free). */
+void mg__bridge_read(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *v);
+void mg__bridge_free(mg_route_bridge_t *bridge);
+
+/* Reads `auth:` and `require:` (auth.c) into r->auth (left NULL when the route has neither), and
+ * sets r->auth_from (the parent's must be set). Errors are recorded and reading goes on; what was
+ * read belongs to `r` even then (mg__route_auth_free). */
 void mg__route_auth_read(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *map);
-void mg__route_auth_free(mg_route_t *r);
+void mg__route_auth_free(mg_route_auth_t *auth);
 
 /* ---------------------------------------------------------------------------------------
  * Evaluation of one route (routes.c)

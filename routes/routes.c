@@ -35,7 +35,6 @@ static const char *const mg_route_keys[] = {"name",   "match", "actions", "forwa
 static const char *const mg_route_terminals[] = {"forward", "bridge", "respond", "redirect", "routes", NULL};
 static const char *const mg_forward_keys[] = {"backend", "host", NULL};
 static const char *const mg_redirect_keys[] = {"location", "status", NULL};
-static const char *const mg_respond_keys[] = {"status", "body", "headers", NULL};
 static const char *const mg_route_quota_keys[] = {"requests", "per", "key", NULL};
 static const char *const mg_route_order_keys[] = {"key", "priority_header", NULL};
 
@@ -107,8 +106,7 @@ static int mg_is_clean(const char *s, size_t len, const char *extra)
     return 1;
 }
 
-/* Reads a string scalar; -1 (error recorded) when it is not one. */
-static int mg_read_str(const mg_node_t *node, mg_str_t *out, mg_errors_t *errs)
+int mg__read_str(const mg_node_t *node, mg_str_t *out, mg_errors_t *errs)
 {
     const char *s;
     if (mg_node_to_str(node, &s, errs) != 0)
@@ -162,17 +160,19 @@ static void mg_route_read_quota(mg_routes_builder_t *b, mg_route_t *r, const mg_
 
     if (node == NULL)
         return;
+    /* one run shows every error: the key is checked even after one (the route is dropped then) */
+    r->quota = mg__route_part(sizeof(*r->quota));
     if (mg_quota_read(node, mg_route_quota_keys, &limit, b->errs) == 0)
-        r->quota.limit = limit;
-    if ((key = mg_node_get(node, "key")) != NULL) /* checked even after an error: one run shows all */
-        r->quota.key = mg_route_template(b, r, key, MG_TARGET_HEADER);
+        r->quota->limit = limit;
+    if ((key = mg_node_get(node, "key")) != NULL)
+        r->quota->key = mg_route_template(b, r, key, MG_TARGET_HEADER);
 }
 
 /* A header name for order.priority_header, lower-cased; NULL after recording an error. */
 static char *mg_route_header_name(mg_routes_builder_t *b, const mg_node_t *node)
 {
     mg_str_t s;
-    if (mg_read_str(node, &s, b->errs) != 0)
+    if (mg__read_str(node, &s, b->errs) != 0)
         return NULL;
     if (s.len == 0) {
         mg_errors_add(b->errs, node, "the header name must not be empty");
@@ -196,20 +196,21 @@ static void mg_route_read_order(mg_routes_builder_t *b, mg_route_t *r, const mg_
     if (node == NULL || mg_node_expect(node, MG_NODE_MAPPING, b->errs) != 0)
         return;
     mg_node_check_keys(node, mg_route_order_keys, b->errs);
+    r->order = mg__route_part(sizeof(*r->order));
     if ((key = mg_node_require(node, "key", b->errs)) != NULL)
-        r->order.key = mg_route_template(b, r, key, MG_TARGET_HEADER);
+        r->order->key = mg_route_template(b, r, key, MG_TARGET_HEADER);
     if ((header = mg_node_get(node, "priority_header")) != NULL &&
-        (r->order.priority_header = mg_route_header_name(b, header)) != NULL)
-        r->order.priority_header_len = strlen(r->order.priority_header);
+        (r->order->priority_header = mg_route_header_name(b, header)) != NULL)
+        r->order->priority_header_len = strlen(r->order->priority_header);
 }
 
 int mg_route_quota_key(const mg_route_t *route, const mg_ctx_t *ctx, mg_str_t *key)
 {
-    if (route->quota.key == NULL) {
+    if (route->quota == NULL || route->quota->key == NULL) {
         *key = ctx->tenant;
         return 0;
     }
-    return mg_template_expand(route->quota.key, ctx, key);
+    return mg_template_expand(route->quota->key, ctx, key);
 }
 
 const mg_route_t *mg_route_order(const mg_route_t *leaf)
@@ -225,45 +226,80 @@ int mg_order_is_high(mg_str_t value)
 /* ---------------------------------------------------------------------------------------
  * name, forward, bridge and redirect
  */
-static void mg_route_read_name(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *map)
+/* The route's name as written, checked; MG_STR_NULL after recording an error. */
+static mg_str_t mg_route_read_name(mg_routes_builder_t *b, const mg_node_t *node)
 {
-    const mg_node_t *node = mg_node_require(map, "name", b->errs);
     mg_str_t s;
-    if (node == NULL || mg_read_str(node, &s, b->errs) != 0)
-        return;
+    if (node == NULL || mg__read_str(node, &s, b->errs) != 0)
+        return MG_STR_NULL;
     /* Names show up in logs, metrics and admin URLs (/routes/{name}/broadcast). */
     if (s.len == 0 || !mg_is_clean(s.base, s.len, "/")) {
         mg_errors_add(b->errs, node, "invalid route name (it must be non-empty, without '/' or control characters)");
-        return;
+        return MG_STR_NULL;
     }
-    r->name = mg_copy_or_abort(s.base, s.len);
+    return s;
+}
+
+/* A zeroed route with its name (when `map` has a valid one) in the same allocation: a name is
+ * a few bytes, and a malloc of its own would cost 32 (docs/performance.md). */
+static mg_route_t *mg_route_new(mg_routes_builder_t *b, const mg_node_t *map)
+{
+    const mg_node_t *node = mg_node_require(map, "name", b->errs);
+    mg_str_t name = mg_route_read_name(b, node);
+    mg_route_t *r = calloc(1, sizeof(*r) + name.len + 1);
+    if (r == NULL)
+        abort();
+    if (name.base == NULL)
+        return r;
+    r->name = memcpy((char *)(r + 1), name.base, name.len);
     const mg_node_t *first = mg_route_names_claim(&b->names, r->name, node);
     if (first != NULL)
         mg_errors_add(b->errs, node, "duplicate route name '%s' (first defined at %s:%u:%u)", r->name, first->file, first->line,
                       first->column);
+    return r;
+}
+
+/* The list's one copy of backend name `s`. */
+static char *mg_routes_backend_name(mg_routes_t *routes, mg_str_t s)
+{
+    int added;
+    if (routes->backend_names == NULL && (routes->backend_names = calloc(1, sizeof(*routes->backend_names))) == NULL)
+        abort();
+    mg_keytab_item_t *item = mg__keytab_add(routes->backend_names, 0, s, &added);
+    if (added) /* the table kept `s`, which dies with the document: the copy takes its place */
+        item->key.base = mg_copy_or_abort(s.base, s.len);
+    return (char *)item->key.base;
 }
 
 void mg__route_read_backend(const mg_route_env_t *env, const mg_node_t *node, char **name, void **backend)
 {
     mg_str_t s;
-    if (mg_read_str(node, &s, env->errs) != 0)
+    if (mg__read_str(node, &s, env->errs) != 0)
         return;
-    *name = mg_copy_or_abort(s.base, s.len);
+    *name = mg_routes_backend_name(env->routes, s);
     *backend = env->resolve != NULL ? env->resolve(env->resolve_arg, *name) : NULL;
     if (*backend == NULL)
         mg_errors_add(env->errs, node, "undefined backend '%s'", *name);
 }
 
+void *mg__route_part(size_t size)
+{
+    void *part = calloc(1, size);
+    if (part == NULL)
+        abort();
+    return part;
+}
+
 static void mg_route_read_backend(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *node)
 {
-    mg_route_env_t env = {b->resolve, b->arg, NULL, NULL, b->errs};
+    mg_route_env_t env = {b->resolve, b->arg, NULL, NULL, b->errs, b->routes};
     mg__route_read_backend(&env, node, &r->forward.backend_name, &r->forward.backend);
 }
 
 static void mg_route_read_host(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *node)
 {
     mg_str_t s;
-    if (mg_read_str(node, &s, b->errs) != 0)
+    if (mg__read_str(node, &s, b->errs) != 0)
         return;
     /* Variables are checked per request; the text around them must fit a host already. */
     if (s.len == 0 || !mg_is_clean(s.base, s.len, " /?#@\\")) {
@@ -298,13 +334,14 @@ static void mg_route_read_redirect_status(mg_routes_builder_t *b, mg_route_t *r,
         mg_errors_add(b->errs, status, "redirect status must be 301, 302, 307 or 308");
         return;
     }
-    r->redirect.status = (int)code;
+    r->redirect->status = (int)code;
 }
 
 static void mg_route_read_redirect(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *v)
 {
     r->kind = MG_ROUTE_REDIRECT;
-    r->redirect.status = 302;
+    r->redirect = mg__route_part(sizeof(*r->redirect));
+    r->redirect->status = 302;
     if (mg_node_expect(v, MG_NODE_MAPPING, b->errs) != 0 || mg_node_check_keys(v, mg_redirect_keys, b->errs) != 0)
         return;
     const mg_node_t *location = mg_node_require(v, "location", b->errs), *status = mg_node_get(v, "status");
@@ -315,76 +352,14 @@ static void mg_route_read_redirect(mg_routes_builder_t *b, mg_route_t *r, const 
     if (location->kind == MG_NODE_SCALAR && location->u.scalar.len == 0)
         mg_errors_add(b->errs, location, "empty redirect location");
     else
-        r->redirect.location = mg_route_template(b, r, location, MG_TARGET_URL);
+        r->redirect->location = mg_route_template(b, r, location, MG_TARGET_URL);
 }
 
 static void mg_route_read_bridge(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *v)
 {
     mg_route_scope_t scope = {b, r};
-    mg_route_env_t env = {b->resolve, b->arg, mg_route_knows, &scope, b->errs};
+    mg_route_env_t env = {b->resolve, b->arg, mg_route_knows, &scope, b->errs, b->routes};
     mg__bridge_read(&env, r, v);
-}
-
-/* ---------------------------------------------------------------------------------------
- * respond
- */
-static int mg_respond_header_name_ok(mg_routes_builder_t *b, const mg_node_t *key)
-{
-    if (!mg_is_token(key->u.scalar.str, key->u.scalar.len)) {
-        mg_errors_add(b->errs, key, "invalid header name (a token such as X-Reason: no spaces, ':', CR, LF or NUL)");
-        return 0;
-    }
-    /* The gateway frames the body itself; a second, conflicting length would be a bug. */
-    if (strcasecmp(key->u.scalar.str, "content-length") == 0 || strcasecmp(key->u.scalar.str, "transfer-encoding") == 0) {
-        mg_errors_add(b->errs, key, "header '%s' is set by the gateway", key->u.scalar.str);
-        return 0;
-    }
-    return 1;
-}
-
-static void mg_respond_read_header(mg_routes_builder_t *b, mg_route_t *r, const mg_node_pair_t *pair)
-{
-    mg_str_t value;
-    if (!mg_respond_header_name_ok(b, pair->key) || mg_read_str(pair->value, &value, b->errs) != 0)
-        return;
-    if (!mg_is_field_value(value.base, value.len)) {
-        mg_errors_add(b->errs, pair->value, "invalid header value (CR, LF, NUL and other control characters are refused)");
-        return;
-    }
-    char *name = mg_copy_or_abort(pair->key->u.scalar.str, pair->key->u.scalar.len);
-    for (char *p = name; *p != '\0'; ++p)
-        *p = (*p >= 'A' && *p <= 'Z') ? (char)(*p - 'A' + 'a') : *p;
-    mg_header_t *h = &r->respond.headers[r->respond.num_headers++];
-    *h = (mg_header_t){mg_str(name, pair->key->u.scalar.len), mg_str(mg_copy_or_abort(value.base, value.len), value.len)};
-}
-
-static void mg_respond_read_headers(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *map)
-{
-    if (mg_node_expect(map, MG_NODE_MAPPING, b->errs) != 0)
-        return;
-    if ((r->respond.headers = calloc(map->u.mapping.size + 1, sizeof(*r->respond.headers))) == NULL)
-        abort();
-    for (size_t i = 0; i != map->u.mapping.size; ++i)
-        mg_respond_read_header(b, r, &map->u.mapping.pairs[i]);
-}
-
-static void mg_route_read_respond(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *v)
-{
-    r->kind = MG_ROUTE_RESPOND;
-    if (mg_node_expect(v, MG_NODE_MAPPING, b->errs) != 0 || mg_node_check_keys(v, mg_respond_keys, b->errs) != 0)
-        return;
-    const mg_node_t *status = mg_node_require(v, "status", b->errs), *body = mg_node_get(v, "body");
-    const mg_node_t *headers = mg_node_get(v, "headers");
-    uint64_t code;
-    if (status != NULL && mg_node_to_uint(status, 100, 599, &code, b->errs) == 0)
-        r->respond.status = (int)code;
-    mg_str_t s;
-    if (body != NULL && mg_read_str(body, &s, b->errs) == 0) {
-        r->respond.body = mg_copy_or_abort(s.base, s.len);
-        r->respond.body_len = s.len;
-    }
-    if (headers != NULL)
-        mg_respond_read_headers(b, r, headers);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -420,7 +395,7 @@ static void mg_route_read_terminal(mg_routes_builder_t *b, mg_route_t *r, const 
     } else if (strcmp(found[0], "bridge") == 0) {
         mg_route_read_bridge(b, r, mg_node_get(map, "bridge"));
     } else if (strcmp(found[0], "respond") == 0) {
-        mg_route_read_respond(b, r, mg_node_get(map, "respond"));
+        mg__respond_read(b->errs, r, mg_node_get(map, "respond"));
     } else if (strcmp(found[0], "redirect") == 0) {
         mg_route_read_redirect(b, r, mg_node_get(map, "redirect"));
     } else {
@@ -433,12 +408,12 @@ static mg_route_t *mg_route_compile(mg_routes_builder_t *b, const mg_node_t *map
 {
     if (mg_node_expect(map, MG_NODE_MAPPING, b->errs) != 0)
         return NULL;
-    mg_route_t *r = calloc(1, sizeof(*r));
-    if (r == NULL)
-        abort();
-    *r = (mg_route_t){.file = b->routes->file, .line = map->line, .column = map->column, .parent = parent};
     mg_node_check_keys(map, mg_route_keys, b->errs);
-    mg_route_read_name(b, r, map);
+    mg_route_t *r = mg_route_new(b, map);
+    r->file = b->routes->file;
+    r->line = map->line;
+    r->column = map->column;
+    r->parent = parent;
     const mg_node_t *match = mg_node_get(map, "match");
     size_t errors_before = b->errs->num_errors;
     if (match != NULL)
@@ -450,8 +425,8 @@ static mg_route_t *mg_route_compile(mg_routes_builder_t *b, const mg_node_t *map
     mg_route_read_order(b, r, map);
     /* resolved once here (children are compiled in read_terminal, after their parent's order):
      * each ordered request then finds its order in one load */
-    r->order_from = r->order.key != NULL ? r : parent != NULL ? parent->order_from : NULL;
-    mg_route_env_t env = {b->resolve, b->arg, NULL, NULL, b->errs};
+    r->order_from = r->order != NULL ? r : parent != NULL ? parent->order_from : NULL;
+    mg_route_env_t env = {b->resolve, b->arg, NULL, NULL, b->errs, b->routes};
     mg__route_auth_read(&env, r, map);
     r->needs_claims = (mg_matcher_needs(r->match) & MG_NEEDS_CLAIMS) != 0;
     mg_route_read_terminal(b, r, map);
@@ -526,24 +501,24 @@ static void mg_route_free(mg_route_t *r)
         mg_route_free(r->children[i]);
     free(r->children);
     mg__route_index_free(r->index);
-    for (size_t i = 0; i != r->respond.num_headers; ++i) {
-        free((char *)r->respond.headers[i].name.base);
-        free((char *)r->respond.headers[i].value.base);
-    }
-    free(r->respond.headers);
-    free(r->respond.body);
-    free(r->forward.backend_name);
+    mg__respond_free(r->respond);
     mg_template_free(r->forward.host);
-    mg__bridge_free(r);
-    mg__route_auth_free(r);
-    mg_template_free(r->redirect.location);
-    mg_template_free(r->quota.key);
-    mg_template_free(r->order.key);
-    free(r->order.priority_header);
+    mg__bridge_free(r->bridge);
+    mg__route_auth_free(r->auth);
+    if (r->redirect != NULL)
+        mg_template_free(r->redirect->location);
+    free(r->redirect);
+    if (r->quota != NULL)
+        mg_template_free(r->quota->key);
+    free(r->quota);
+    if (r->order != NULL) {
+        mg_template_free(r->order->key);
+        free(r->order->priority_header);
+    }
+    free(r->order);
     mg__actions_free(r->actions, r->num_actions);
     mg_matcher_free(r->match);
-    free(r->name);
-    free(r);
+    free(r); /* and its name */
 }
 
 void mg_routes_free(mg_routes_t *routes)
@@ -553,6 +528,11 @@ void mg_routes_free(mg_routes_t *routes)
     for (size_t i = 0; i != routes->size; ++i)
         mg_route_free(routes->routes[i]);
     mg__route_index_free(routes->index);
+    for (size_t i = 0; routes->backend_names != NULL && i != routes->backend_names->size; ++i)
+        free((char *)routes->backend_names->items[i].key.base);
+    if (routes->backend_names != NULL)
+        mg__keytab_free(routes->backend_names);
+    free(routes->backend_names);
     free(routes->routes);
     free(routes->file);
     free(routes);

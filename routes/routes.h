@@ -138,9 +138,25 @@ typedef struct mg_action {
 
 typedef struct mg_route mg_route_t;
 
-/* A bridge's options (`bridge:`), on MG_ROUTE_BRIDGE routes. */
+/* `respond: {status, body, headers}` (MG_ROUTE_RESPOND). */
+typedef struct mg_route_respond {
+    int status;
+    char *body;
+    size_t body_len;
+    mg_header_t *headers; /* names lower case; strings owned by the route */
+    size_t num_headers;
+} mg_route_respond_t;
+
+/* `redirect: {location: T, status: 301|302|307|308}` (MG_ROUTE_REDIRECT). */
+typedef struct mg_route_redirect {
+    mg_template_t *location;
+    int status;
+} mg_route_redirect_t;
+
+/* `bridge:` (MG_ROUTE_BRIDGE): each text message of the WebSocket, a JSON object, becomes one
+ * request to the backend. */
 typedef struct mg_route_bridge {
-    char *backend_name;
+    char *backend_name;          /* owned by the route list (mg_routes_t.backend_names) */
     void *backend;               /* what the resolver returned */
     mg_template_t *path;         /* MG_TARGET_PATH; may use ${msg.<field>} besides the route's variables */
     char *method_from;           /* the message field naming the operation; NULL: always method_default */
@@ -157,6 +173,21 @@ typedef struct mg_route_bridge {
     size_t num_msg_vars;
 } mg_route_bridge_t;
 
+/* `quota: {requests, per, key}`. */
+typedef struct mg_route_quota {
+    mg_quota_t limit;   /* limit.requests != 0 */
+    mg_template_t *key; /* NULL: the request's tenant */
+} mg_route_quota_t;
+
+/* `order: {key: T, priority_header: H}`: requests whose key expands to the same non-empty value
+ * run one at a time at the backend, in arrival order. Applies to the route and its children; the
+ * nearest one up the tree wins (mg_route_order). */
+typedef struct mg_route_order {
+    mg_template_t *key;    /* NULL only after an error */
+    char *priority_header; /* lower case; NULL: every request has normal priority */
+    size_t priority_header_len;
+} mg_route_order_t;
+
 /* `auth:` on a route (auth.c). */
 typedef enum mg_route_auth_mode {
     MG_ROUTE_AUTH_INHERIT,  /* not written: the parent's applies (none at the top) */
@@ -165,68 +196,58 @@ typedef enum mg_route_auth_mode {
     MG_ROUTE_AUTH_REQUIRED, /* `NAME` or `[NAMES]`: a credential verified by one of them, else 401 */
 } mg_route_auth_mode_t;
 
-struct mg_route {
-    char *name;
-    size_t id;        /* 0 .. mg_routes_count() - 1: depth first, in file order (counters are indexed by it) */
-    const char *file; /* the document's file name (owned by mg_routes_t) */
-    unsigned line, column;
-    mg_matcher_t *match; /* NULL: always matches */
-    mg_route_kind_t kind;
-    mg_action_t *actions; /* applied in order when this route or one of its children is chosen */
-    size_t num_actions;
-    struct {
-        char *backend_name;
-        void *backend;       /* what the resolver returned for backend_name */
-        mg_template_t *host; /* NULL: keep the client's Host (see mg_route_result_t.host) */
-    } forward;
-    struct {
-        mg_template_t *location;
-        int status;
-    } redirect;
-    struct {
-        int status;
-        char *body;
-        size_t body_len;
-        mg_header_t *headers; /* names lower case; strings owned by the route */
-        size_t num_headers;
-    } respond;
-    /* `bridge:` (MG_ROUTE_BRIDGE only; NULL on other routes): each text message of the WebSocket,
-     * a JSON object, becomes one request to the backend. Apart, so that the many routes that are
-     * not bridges do not carry its hundred bytes. */
-    mg_route_bridge_t *bridge;
-    struct {
-        mg_quota_t limit;   /* limit.requests == 0: the route has no quota */
-        mg_template_t *key; /* NULL: the request's tenant */
-    } quota;
-    /* `order: {key: T, priority_header: H}`: requests whose key expands to the same non-empty
-     * value run one at a time at the backend, in arrival order. Applies to the route and its
-     * children; the nearest one up the tree wins (mg_route_order). */
-    struct {
-        mg_template_t *key;    /* NULL: the route sets no ordering */
-        char *priority_header; /* lower case; NULL: every request has normal priority */
-        size_t priority_header_len;
-    } order;
-    const mg_route_t *order_from; /* the route whose `order` applies here (set at load), or NULL */
-    /* `auth:` (auth.c): which verified credentials the route accepts. Applies to the route and its
-     * children; the nearest one up the tree wins (auth_from). */
-    struct {
-        mg_route_auth_mode_t mode;
-        char **names; /* MG_ROUTE_AUTH_REQUIRED: the authenticators accepted, as written */
-        size_t num_names;
-        uint64_t accept;       /* ... as bits of their index under the top-level `auth:` (the configuration sets them) */
-        unsigned line, column; /* where `auth:` was written */
-    } auth;
-    const mg_route_t *auth_from; /* the route whose `auth` applies here (set at load), or NULL: none */
-    /* `require:` (auth.c): conditions a verified credential must meet, else 403. Those of the
-     * ancestors apply too (mg_route_requires). */
+/* `auth:` (which verified credentials the route accepts: it and its children, the nearest one up
+ * the tree wins) and `require:` (conditions a verified credential must meet, else 403; those of
+ * the ancestors apply too: mg_route_requires). */
+typedef struct mg_route_auth {
+    mg_route_auth_mode_t mode; /* INHERIT when only `require:` is written */
+    char **names;              /* MG_ROUTE_AUTH_REQUIRED: the authenticators accepted, as written */
+    size_t num_names;
+    uint64_t accept;       /* ... as bits of their index under the top-level `auth:` (the configuration sets them) */
+    unsigned line, column; /* where `auth:` was written */
     mg_matcher_t **require;
     size_t num_require;
+} mg_route_auth_t;
+
+/*
+ * A route. What most routes have is in the struct; each part only some routes write is a
+ * pointer, NULL when the route has none (a 100,000-route file pays for what it uses:
+ * docs/performance.md, "What a route costs"). The fields a match reads come first.
+ */
+struct mg_route {
+    mg_matcher_t *match; /* NULL: always matches */
+    mg_route_kind_t kind;
     int needs_claims; /* its condition tests a claim: it never matches a request without a verified credential */
     mg_route_t **children;
     size_t num_children;
-    const mg_route_t *parent;
     struct mg_route_index *index; /* for the children; NULL when linear evaluation is as fast */
+    const mg_route_t *parent;
+    char *name;       /* in the route's own allocation */
+    size_t id;        /* 0 .. mg_routes_count() - 1: depth first, in file order (counters are indexed by it) */
+    const char *file; /* the document's file name (owned by mg_routes_t) */
+    unsigned line, column;
+    mg_action_t *actions; /* applied in order when this route or one of its children is chosen */
+    size_t num_actions;
+    struct {
+        char *backend_name;  /* owned by the route list (mg_routes_t.backend_names) */
+        void *backend;       /* what the resolver returned for backend_name */
+        mg_template_t *host; /* NULL: keep the client's Host (see mg_route_result_t.host) */
+    } forward;
+    mg_route_respond_t *respond;   /* MG_ROUTE_RESPOND (else NULL) */
+    mg_route_redirect_t *redirect; /* MG_ROUTE_REDIRECT */
+    mg_route_bridge_t *bridge;     /* MG_ROUTE_BRIDGE */
+    mg_route_quota_t *quota;       /* NULL: the route has no quota */
+    mg_route_order_t *order;       /* NULL: the route sets no ordering */
+    const mg_route_t *order_from;  /* the route whose `order` applies here (set at load), or NULL */
+    mg_route_auth_t *auth;         /* NULL: neither `auth:` nor `require:` */
+    const mg_route_t *auth_from;   /* the route whose `auth` applies here (set at load), or NULL: none */
 };
+
+/* The `auth:` mode `r` itself writes: INHERIT when it writes none. */
+static inline mg_route_auth_mode_t mg_route_auth_mode(const mg_route_t *r)
+{
+    return r->auth != NULL ? r->auth->mode : MG_ROUTE_AUTH_INHERIT;
+}
 
 typedef struct mg_route_index mg_route_index_t;
 
@@ -235,6 +256,9 @@ typedef struct mg_routes {
     size_t size;
     char *file;
     mg_route_index_t *index; /* for the top level; NULL when linear evaluation is as fast */
+    /* one copy of each backend name the routes use (forward.backend_name and bridge->backend_name
+     * point at it): 100,000 routes to one backend need not hold 100,000 copies */
+    struct mg_keytab *backend_names;
 } mg_routes_t;
 
 /* Maps a backend name used by `forward` or `bridge` to the caller's backend object; NULL = undefined. */

@@ -41,21 +41,21 @@ static void add_terminal(json_t *j, const mg_route_t *r)
         json_object_set_new(j, "backend", json_string(r->bridge->backend_name));
         break;
     case MG_ROUTE_RESPOND:
-        json_object_set_new(j, "status", json_integer(r->respond.status));
+        json_object_set_new(j, "status", json_integer(r->respond->status));
         break;
     case MG_ROUTE_REDIRECT:
-        json_object_set_new(j, "status", json_integer(r->redirect.status));
+        json_object_set_new(j, "status", json_integer(r->redirect->status));
         json_object_set_new(
             j, "location",
-            json_stringn(mg_template_source(r->redirect.location).base, mg_template_source(r->redirect.location).len));
+            json_stringn(mg_template_source(r->redirect->location).base, mg_template_source(r->redirect->location).len));
         break;
     default:
         break;
     }
-    if (r->quota.limit.requests != 0)
+    if (r->quota != NULL)
         json_object_set_new(j, "quota",
-                            json_pack("{s:I,s:I}", "requests", (json_int_t)r->quota.limit.requests, "per_ms",
-                                      (json_int_t)(r->quota.limit.per_us / 1000)));
+                            json_pack("{s:I,s:I}", "requests", (json_int_t)r->quota->limit.requests, "per_ms",
+                                      (json_int_t)(r->quota->limit.per_us / 1000)));
 }
 
 static json_t *list_json(const mg_config_t *conf, mg_route_t *const *list, size_t n, uint64_t *total);

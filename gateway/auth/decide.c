@@ -30,14 +30,14 @@ static void mg_decide_anonymous(const mg_auth_conf_t *ac, mg_route_auth_mode_t m
 {
     if (mode == MG_ROUTE_AUTH_REQUIRED || (mode == MG_ROUTE_AUTH_OPTIONAL && mg_route_has_requires(route)))
         mg_refuse(d, 401, "unauthenticated", "the route needs a credential", NULL,
-                  mg_first_accepted(ac, mode == MG_ROUTE_AUTH_REQUIRED ? from->auth.accept : 0));
+                  mg_first_accepted(ac, mode == MG_ROUTE_AUTH_REQUIRED ? from->auth->accept : 0));
 }
 
 static void mg_decide_verified(const mg_auth_result_t *res, mg_route_auth_mode_t mode, const mg_route_t *from,
                                const mg_route_t *route, mg_ctx_t *ctx, mg_auth_decision_t *d)
 {
     const mg_matcher_t *failed;
-    if (mode == MG_ROUTE_AUTH_REQUIRED && (from->auth.accept & (UINT64_C(1) << res->by->index)) == 0) {
+    if (mode == MG_ROUTE_AUTH_REQUIRED && (from->auth->accept & (UINT64_C(1) << res->by->index)) == 0) {
         mg_refuse(d, 401, "unauthenticated", "the credential is not accepted on this route", "invalid_token", res->by);
         return;
     }

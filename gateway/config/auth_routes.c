@@ -10,14 +10,15 @@
 static void resolve_names(mg_config_loader_t *cl, mg_route_t *r)
 {
     const mg_auth_conf_t *ac = &cl->conf->auth;
-    for (size_t i = 0; i < r->auth.num_names; i++) {
-        const mg_authenticator_t *a = mg_auth_find(ac, r->auth.names[i]);
+    mg_route_auth_t *auth = r->auth;
+    for (size_t i = 0; auth != NULL && i < auth->num_names; i++) {
+        const mg_authenticator_t *a = mg_auth_find(ac, auth->names[i]);
         if (a != NULL) {
-            r->auth.accept |= UINT64_C(1) << a->index;
+            auth->accept |= UINT64_C(1) << a->index;
             continue;
         }
-        mg_errors_add_at(cl->errs, r->file, r->auth.line, r->auth.column, "route '%s': unknown authenticator '%s'%s", r->name,
-                         r->auth.names[i], ac->num_authenticators == 0 ? " (the top-level 'auth:' declares none)" : "");
+        mg_errors_add_at(cl->errs, r->file, auth->line, auth->column, "route '%s': unknown authenticator '%s'%s", r->name,
+                         auth->names[i], ac->num_authenticators == 0 ? " (the top-level 'auth:' declares none)" : "");
     }
 }
 
@@ -26,7 +27,8 @@ static void walk(mg_config_loader_t *cl, mg_route_t **list, size_t n, int *warne
     for (size_t i = 0; i < n; i++) {
         mg_route_t *r = list[i];
         resolve_names(cl, r);
-        if (!*warned && cl->conf->auth.num_authenticators == 0 && (r->needs_claims || r->auth.mode == MG_ROUTE_AUTH_OPTIONAL)) {
+        if (!*warned && cl->conf->auth.num_authenticators == 0 &&
+            (r->needs_claims || mg_route_auth_mode(r) == MG_ROUTE_AUTH_OPTIONAL)) {
             mg_node_t at = {.file = r->file, .line = r->line, .column = r->column};
             mg_errors_warn(cl->errs, &at,
                            "route '%s' %s, but no authenticator is configured (top-level 'auth:'): no request has claims", r->name,

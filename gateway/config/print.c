@@ -287,20 +287,20 @@ static void put_terminal(FILE *out, const mg_route_t *r, const char *indent)
         fputs("}\n", out);
         break;
     case MG_ROUTE_RESPOND:
-        fprintf(out, "%srespond: {status: %d, body: ", indent, r->respond.status);
-        mg__config_print_str(out, r->respond.body != NULL ? r->respond.body : "", r->respond.body_len);
-        for (size_t i = 0; i < r->respond.num_headers; i++) {
+        fprintf(out, "%srespond: {status: %d, body: ", indent, r->respond->status);
+        mg__config_print_str(out, r->respond->body != NULL ? r->respond->body : "", r->respond->body_len);
+        for (size_t i = 0; i < r->respond->num_headers; i++) {
             fputs(i == 0 ? ", headers: {" : ", ", out);
-            mg__config_print_str(out, r->respond.headers[i].name.base, r->respond.headers[i].name.len);
+            mg__config_print_str(out, r->respond->headers[i].name.base, r->respond->headers[i].name.len);
             fputs(": ", out);
-            mg__config_print_str(out, r->respond.headers[i].value.base, r->respond.headers[i].value.len);
+            mg__config_print_str(out, r->respond->headers[i].value.base, r->respond->headers[i].value.len);
         }
-        fputs(r->respond.num_headers != 0 ? "}}\n" : "}\n", out);
+        fputs(r->respond->num_headers != 0 ? "}}\n" : "}\n", out);
         break;
     case MG_ROUTE_REDIRECT:
         fprintf(out, "%sredirect: {location: ", indent);
-        put_template(out, r->redirect.location);
-        fprintf(out, ", status: %d}\n", r->redirect.status);
+        put_template(out, r->redirect->location);
+        fprintf(out, ", status: %d}\n", r->redirect->status);
         break;
     case MG_ROUTE_BRIDGE:
         /* the bridge's options are many; its backend and path say where messages go */
@@ -328,20 +328,20 @@ static void put_route(FILE *out, const mg_route_t *r, int depth)
     }
     mg__config_print_route_auth(r, indent, out);
     put_actions(out, r, indent);
-    if (r->quota.limit.requests != 0) {
-        fprintf(out, "%squota: {requests: %" PRIu32 ", per: %" PRIu64 "ms", indent, r->quota.limit.requests,
-                r->quota.limit.per_us / 1000);
-        if (r->quota.key != NULL) {
+    if (r->quota != NULL) {
+        fprintf(out, "%squota: {requests: %" PRIu32 ", per: %" PRIu64 "ms", indent, r->quota->limit.requests,
+                r->quota->limit.per_us / 1000);
+        if (r->quota->key != NULL) {
             fputs(", key: ", out);
-            put_template(out, r->quota.key);
+            put_template(out, r->quota->key);
         }
         fputs("}\n", out);
     }
-    if (r->order.key != NULL) {
+    if (r->order != NULL) {
         fprintf(out, "%sorder: {key: ", indent);
-        put_template(out, r->order.key);
-        if (r->order.priority_header != NULL)
-            fprintf(out, ", priority_header: %s", r->order.priority_header);
+        put_template(out, r->order->key);
+        if (r->order->priority_header != NULL)
+            fprintf(out, ", priority_header: %s", r->order->priority_header);
         fputs("}\n", out);
     }
     put_terminal(out, r, indent);

@@ -125,19 +125,22 @@ void mg__config_print_trusted_proxies(const mg_tenants_conf_t *tc, FILE *out)
 
 void mg__config_print_route_auth(const mg_route_t *r, const char *indent, FILE *out)
 {
-    if (r->auth.mode == MG_ROUTE_AUTH_NONE || r->auth.mode == MG_ROUTE_AUTH_OPTIONAL)
-        fprintf(out, "%sauth: %s\n", indent, r->auth.mode == MG_ROUTE_AUTH_NONE ? "none" : "optional");
-    if (r->auth.mode == MG_ROUTE_AUTH_REQUIRED) {
+    const mg_route_auth_t *auth = r->auth;
+    if (auth == NULL)
+        return;
+    if (auth->mode == MG_ROUTE_AUTH_NONE || auth->mode == MG_ROUTE_AUTH_OPTIONAL)
+        fprintf(out, "%sauth: %s\n", indent, auth->mode == MG_ROUTE_AUTH_NONE ? "none" : "optional");
+    if (auth->mode == MG_ROUTE_AUTH_REQUIRED) {
         fprintf(out, "%sauth: [", indent);
-        for (size_t i = 0; i < r->auth.num_names; i++)
-            fprintf(out, "%s%s", i != 0 ? ", " : "", r->auth.names[i]);
+        for (size_t i = 0; i < auth->num_names; i++)
+            fprintf(out, "%s%s", i != 0 ? ", " : "", auth->names[i]);
         fputs("]\n", out);
     }
-    if (r->num_require != 0)
+    if (auth->num_require != 0)
         fprintf(out, "%srequire:\n", indent);
-    for (size_t i = 0; i < r->num_require; i++) {
+    for (size_t i = 0; i < auth->num_require; i++) {
         fprintf(out, "%s  - ", indent);
-        mg__config_print_condition(out, r->require[i]);
+        mg__config_print_condition(out, auth->require[i]);
         fputc('\n', out);
     }
 }

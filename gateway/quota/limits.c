@@ -137,7 +137,7 @@ int mg_limits_admit_tenant(mg_worker_t *w, const mg_config_t *conf, mg_str_t ten
 /* 1 if the configuration bounds the route's keys for this request (see quota_listed). */
 static int route_key_bounded(const mg_route_t *route, const mg_ctx_t *ctx, const mg_tenants_conf_t *tc)
 {
-    unsigned varies = route->quota.key == NULL ? MG_TEMPLATE_TENANT : mg_template_varies(route->quota.key);
+    unsigned varies = route->quota->key == NULL ? MG_TEMPLATE_TENANT : mg_template_varies(route->quota->key);
     return !(varies & MG_TEMPLATE_REQUEST) &&
            (!(varies & MG_TEMPLATE_TENANT) || quota_listed(tc, mg_tenants_quota(tc, ctx->tenant)));
 }
@@ -157,7 +157,7 @@ static int check_routes_from(mg_request_t *r, mg_ctx_t *ctx, mg_limits_next_t ne
         const mg_route_t *route = path[depth];
         mg_str_t key;
         int err, rc;
-        if (route->quota.limit.requests == 0)
+        if (route->quota == NULL)
             continue;
         /* a key that cannot be made is refused, not left uncounted: that would be a way around
          * the quota */
@@ -168,7 +168,7 @@ static int check_routes_from(mg_request_t *r, mg_ctx_t *ctx, mg_limits_next_t ne
         if (key.len == 0)
             continue;
         h2o_iovec_t k = make_key(&r->req->pool, "r", mg_str(route->name, strlen(route->name)), key);
-        rc = decide(r, ctx, k, route->quota.limit, route_key_bounded(route, ctx, &r->conf->tenants), "route quota exceeded", next,
+        rc = decide(r, ctx, k, route->quota->limit, route_key_bounded(route, ctx, &r->conf->tenants), "route quota exceeded", next,
                     1, depth);
         if (rc != 0)
             return rc;
@@ -238,7 +238,7 @@ static void collect_routes(quota_routes_t *qr, mg_route_t *const *routes, size_t
 {
     for (size_t i = 0; i < n; i++) {
         const mg_route_t *route = routes[i];
-        if (route->quota.limit.requests != 0) {
+        if (route->quota != NULL) {
             if (qr->size == qr->cap) {
                 size_t cap = qr->cap != 0 ? qr->cap * 2 : 16;
                 const mg_route_t **grown = realloc(qr->routes, cap * sizeof(*grown));
@@ -281,7 +281,7 @@ static int quota_of(void *arg, const char *key, size_t len, mg_quota_t *quota)
         break;
     case 'r':
         found = a->routes.size != 0 ? bsearch(&route, a->routes.routes, a->routes.size, sizeof(*found), compare_route_name) : NULL;
-        q = found != NULL ? &(*found)->quota.limit : NULL;
+        q = found != NULL ? &(*found)->quota->limit : NULL;
         break;
     }
     if (q == NULL)

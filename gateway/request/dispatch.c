@@ -410,11 +410,11 @@ static int order_of(mg_request_t *r, const mg_ctx_t *ctx, mg_str_t *key, mg_sche
     *priority = MG_SCHED_NORMAL;
     if (o == NULL)
         return 0;
-    int err = mg_template_expand(o->order.key, ctx, key);
+    int err = mg_template_expand(o->order->key, ctx, key);
     if (err != 0)
         return err;
-    if (o->order.priority_header != NULL) {
-        ssize_t i = h2o_find_header_by_str(&r->req->headers, o->order.priority_header, o->order.priority_header_len, -1);
+    if (o->order->priority_header != NULL) {
+        ssize_t i = h2o_find_header_by_str(&r->req->headers, o->order->priority_header, o->order->priority_header_len, -1);
         if (i >= 0 && mg_order_is_high(mg_str(r->req->headers.entries[i].value.base, r->req->headers.entries[i].value.len)))
             *priority = MG_SCHED_HIGH;
     }

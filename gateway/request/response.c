@@ -175,17 +175,17 @@ void mg_request_send_redirect(mg_request_t *r, mg_str_t location)
     int len = snprintf(body, size, "Redirecting to %.*s\n", (int)location.len, location.base);
     add_header(req, H2O_STRLIT("location"), location.base, location.len);
     add_header(req, H2O_STRLIT("content-type"), H2O_STRLIT("text/plain; charset=utf-8"));
-    send_inline(r, r->route->redirect.status, reason_phrase(r->route->redirect.status), body, (size_t)len);
+    send_inline(r, r->route->redirect->status, reason_phrase(r->route->redirect->status), body, (size_t)len);
 }
 
 void mg_request_send_respond(mg_request_t *r)
 {
     const mg_route_t *route = r->route;
-    for (size_t i = 0; i < route->respond.num_headers; i++) {
-        const mg_header_t *h = &route->respond.headers[i];
+    for (size_t i = 0; i < route->respond->num_headers; i++) {
+        const mg_header_t *h = &route->respond->headers[i];
         add_header(r->req, h->name.base, h->name.len, h->value.base, h->value.len);
     }
-    send_inline(r, route->respond.status, reason_phrase(route->respond.status), route->respond.body, route->respond.body_len);
+    send_inline(r, route->respond->status, reason_phrase(route->respond->status), route->respond->body, route->respond->body_len);
 }
 
 void mg_request_send_error_and_close(mg_request_t *r, int status, const char *code, const char *reason)

@@ -82,7 +82,7 @@ static void stand_in(const mg_config_t *conf, const mg_route_t *leaf, const mg_r
     const mg_route_t *from;
     mg_route_auth_mode_t mode = mg_route_auth(leaf, &from);
     for (size_t i = 0; i < conf->auth.num_authenticators && res->by == NULL; i++)
-        if (mode != MG_ROUTE_AUTH_REQUIRED || (from->auth.accept & (UINT64_C(1) << conf->auth.authenticators[i]->index)) != 0)
+        if (mode != MG_ROUTE_AUTH_REQUIRED || (from->auth->accept & (UINT64_C(1) << conf->auth.authenticators[i]->index)) != 0)
             res->by = conf->auth.authenticators[i];
     res->outcome = res->by != NULL ? MG_AUTH_VERIFIED : MG_AUTH_ANONYMOUS;
     res->identity = mg_identity_retain((mg_identity_t *)head->claims_given);

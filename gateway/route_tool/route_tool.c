@@ -325,14 +325,14 @@ static int quotas_json(const mg_config_t *conf, const mg_route_t *leaf, const mg
     while (depth-- > 0) {
         mg_str_t key;
         int err;
-        if (chain[depth]->quota.limit.requests == 0)
+        if (chain[depth]->quota == NULL)
             continue;
         if ((err = mg_route_quota_key(chain[depth], ctx, &key)) != 0) {
             set_refused(out, 400, "bad-request", mg_template_strerror(err));
             return -1;
         }
         json_array_append_new(routes, json_pack("{s:o,s:o,s:o,s:b}", "route", cstr_json(chain[depth]->name), "key", str_json(key),
-                                                "quota", quota_json(&chain[depth]->quota.limit), "counted", key.len != 0));
+                                                "quota", quota_json(&chain[depth]->quota->limit), "counted", key.len != 0));
     }
     return 0;
 }
@@ -389,7 +389,7 @@ static void order_json(const mg_route_t *leaf, const mg_ctx_t *ctx, json_t *out)
     mg_str_t key;
     if (o == NULL)
         return;
-    int err = mg_template_expand(o->order.key, ctx, &key);
+    int err = mg_template_expand(o->order->key, ctx, &key);
     json_object_set_new(out, "order",
                         json_pack("{s:o,s:o}", "route", cstr_json(o->name), "key",
                                   err == 0 ? str_json(key) : json_string(mg_template_strerror(err))));
@@ -401,13 +401,13 @@ static void terminal_json(const mg_route_t *leaf, const mg_ctx_t *ctx, const mg_
     switch (leaf->kind) {
     case MG_ROUTE_RESPOND:
         json_object_set_new(out, "outcome", json_string("respond"));
-        json_object_set_new(out, "status", json_integer(leaf->respond.status));
+        json_object_set_new(out, "status", json_integer(leaf->respond->status));
         json_object_set_new(out, "body",
-                            str_json(mg_str(leaf->respond.body != NULL ? leaf->respond.body : "", leaf->respond.body_len)));
+                            str_json(mg_str(leaf->respond->body != NULL ? leaf->respond->body : "", leaf->respond->body_len)));
         break;
     case MG_ROUTE_REDIRECT:
         json_object_set_new(out, "outcome", json_string("redirect"));
-        json_object_set_new(out, "status", json_integer(leaf->redirect.status));
+        json_object_set_new(out, "status", json_integer(leaf->redirect->status));
         json_object_set_new(out, "location", str_json(res->location));
         break;
     case MG_ROUTE_BRIDGE:

@@ -556,9 +556,9 @@ Test(redirect, reading)
             "  - {name: a, redirect: {location: /new}}\n"
             "  - {name: b, redirect: {location: \"https://x${path}\", status: 308}}\n");
     cr_expect_eq(loaded->routes[0]->kind, MG_ROUTE_REDIRECT);
-    cr_expect_eq(loaded->routes[0]->redirect.status, 302);
-    cr_expect_eq(loaded->routes[1]->redirect.status, 308);
-    expect_str(mg_template_source(loaded->routes[1]->redirect.location), "https://x${path}");
+    cr_expect_eq(loaded->routes[0]->redirect->status, 302);
+    cr_expect_eq(loaded->routes[1]->redirect->status, 308);
+    expect_str(mg_template_source(loaded->routes[1]->redirect->location), "https://x${path}");
 }
 
 Test(redirect, errors)

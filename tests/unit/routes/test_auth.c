@@ -91,8 +91,8 @@ Test(auth, modes_and_inheritance)
     const mg_route_t *from;
     cr_expect_eq(mg_route_auth(mg_routes_find(routes, "inherits"), &from), MG_ROUTE_AUTH_REQUIRED);
     cr_expect_str_eq(from->name, "b");
-    cr_expect_eq(from->auth.num_names, 2);
-    cr_expect_str_eq(from->auth.names[1], "partners");
+    cr_expect_eq(from->auth->num_names, 2);
+    cr_expect_str_eq(from->auth->names[1], "partners");
     cr_expect_eq(mg_route_auth(mg_routes_find(routes, "public"), &from), MG_ROUTE_AUTH_NONE);
     cr_expect_eq(mg_route_auth(mg_routes_find(routes, "opt"), &from), MG_ROUTE_AUTH_OPTIONAL);
     cr_expect_eq(mg_route_auth(mg_routes_find(routes, "top"), &from), MG_ROUTE_AUTH_NONE);
@@ -121,13 +121,13 @@ Test(auth, requirements_root_first_and_none_stops_them)
     cr_expect_null(failed);
     ctx = ctx_for("/", &staff);
     cr_expect_eq(mg_route_requires(w, &ctx, &failed), 0);
-    cr_expect_eq(failed, mg_routes_find(routes, "b")->require[0]); /* the parent's, first */
+    cr_expect_eq(failed, mg_routes_find(routes, "b")->auth->require[0]); /* the parent's, first */
     cr_expect(mg_route_has_requires(w));
     /* below an auth: none, the branch's requirement does not apply; pp's own does */
     cr_expect_eq(mg_route_requires(pp, &ctx, &failed), 1);
     ctx = ctx_for("/", &admin);
     cr_expect_eq(mg_route_requires(pp, &ctx, &failed), 0);
-    cr_expect_eq(failed, pp->require[0]);
+    cr_expect_eq(failed, pp->auth->require[0]);
     mg_routes_free(routes);
 }
 

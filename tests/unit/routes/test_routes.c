@@ -200,9 +200,9 @@ Test(routes_compile, terminals_are_copied)
     const mg_route_t *health = find(top, routes->size, "health");
     cr_assert_not_null(health);
     cr_expect_eq(health->kind, MG_ROUTE_RESPOND);
-    cr_expect_eq(health->respond.status, 200);
-    cr_expect_eq(health->respond.body_len, 3);
-    cr_expect_str_eq(health->respond.body, "ok\n");
+    cr_expect_eq(health->respond->status, 200);
+    cr_expect_eq(health->respond->body_len, 3);
+    cr_expect_str_eq(health->respond->body, "ok\n");
     cr_expect_eq(health->file, routes->file);
     cr_expect_eq(health->line, 2);
     cr_expect_eq(health->column, 5);
@@ -225,6 +225,36 @@ Test(routes_compile, terminals_are_copied)
     mg_routes_free(routes);
 }
 
+/* What a route does not write costs it nothing: each optional part is NULL; and the routes to one
+ * backend share one copy of its name (docs/performance.md, "What a route costs"). */
+Test(routes_compile, parts_only_where_written)
+{
+    mg_routes_t *routes = load_ok("routes:\n"
+                                  "  - {name: a, match: {path: /a}, forward: api}\n"
+                                  "  - {name: b, match: {path: /b}, forward: {backend: api, host: x.internal}}\n"
+                                  "  - {name: c, match: {path: /c}, forward: crm}\n"
+                                  "  - {name: d, match: {path: /d}, bridge: {backend: api, method: POST}}\n"
+                                  "  - {name: e, match: {path: /e}, respond: {status: 204}}\n");
+    mg_route_t *const *r = routes->routes;
+    cr_expect_str_eq(r[0]->forward.backend_name, "api");
+    cr_expect_eq(r[1]->forward.backend_name, r[0]->forward.backend_name, "one copy of 'api'");
+    cr_assert_not_null(r[3]->bridge);
+    cr_expect_eq(r[3]->bridge->backend_name, r[0]->forward.backend_name, "a bridge's too");
+    cr_expect_str_eq(r[2]->forward.backend_name, "crm");
+    cr_expect_null(r[0]->respond);
+    cr_expect_null(r[0]->redirect);
+    cr_expect_null(r[0]->bridge);
+    cr_expect_null(r[0]->quota);
+    cr_expect_null(r[0]->order);
+    cr_expect_null(r[0]->auth);
+    cr_expect_eq(mg_route_auth_mode(r[0]), MG_ROUTE_AUTH_INHERIT);
+    cr_assert_not_null(r[4]->respond);
+    cr_expect_eq(r[4]->respond->status, 204);
+    cr_expect_null(r[4]->forward.backend_name);
+    cr_expect_str_eq(r[4]->name, "e");
+    mg_routes_free(routes);
+}
+
 Test(routes_compile, respond_headers)
 {
     mg_routes_t *routes = load_ok("routes:\n"
@@ -233,16 +263,16 @@ Test(routes_compile, respond_headers)
                                   "      status: 418\n"
                                   "      headers: {Content-Type: text/plain, X-Count: 3, X-Empty: \"\", X-Tab: \"a\\tb\"}\n");
     const mg_route_t *r = routes->routes[0];
-    cr_expect_eq(r->respond.status, 418);
-    cr_expect_null(r->respond.body);
-    cr_assert_eq(r->respond.num_headers, 4);
-    cr_expect_str_eq(r->respond.headers[0].name.base, "content-type");
-    cr_expect_eq(r->respond.headers[0].name.len, 12);
-    cr_expect_str_eq(r->respond.headers[0].value.base, "text/plain");
-    cr_expect_str_eq(r->respond.headers[1].name.base, "x-count");
-    cr_expect_str_eq(r->respond.headers[1].value.base, "3");
-    cr_expect_eq(r->respond.headers[2].value.len, 0);
-    cr_expect_str_eq(r->respond.headers[3].value.base, "a\tb");
+    cr_expect_eq(r->respond->status, 418);
+    cr_expect_null(r->respond->body);
+    cr_assert_eq(r->respond->num_headers, 4);
+    cr_expect_str_eq(r->respond->headers[0].name.base, "content-type");
+    cr_expect_eq(r->respond->headers[0].name.len, 12);
+    cr_expect_str_eq(r->respond->headers[0].value.base, "text/plain");
+    cr_expect_str_eq(r->respond->headers[1].name.base, "x-count");
+    cr_expect_str_eq(r->respond->headers[1].value.base, "3");
+    cr_expect_eq(r->respond->headers[2].value.len, 0);
+    cr_expect_str_eq(r->respond->headers[3].value.base, "a\tb");
     mg_routes_free(routes);
 }
 
@@ -466,14 +496,16 @@ Test(routes_compile, quotas)
                                   "  - name: none\n"
                                   "    forward: api\n");
     const mg_route_t *api = routes->routes[0], *leaf = api->children[0], *none = routes->routes[1];
-    cr_expect_eq(api->quota.limit.requests, 20);
-    cr_expect_eq(api->quota.limit.per_us, 500000);
-    cr_assert_not_null(api->quota.key);
-    cr_expect_eq(mg_template_source(api->quota.key).len, 7);
-    cr_expect_eq(leaf->quota.limit.requests, 3);
-    cr_expect_eq(leaf->quota.limit.per_us, UINT64_C(60000000));
-    cr_expect_null(leaf->quota.key, "no key: the tenant");
-    cr_expect_eq(none->quota.limit.requests, 0);
+    cr_assert_not_null(api->quota);
+    cr_expect_eq(api->quota->limit.requests, 20);
+    cr_expect_eq(api->quota->limit.per_us, 500000);
+    cr_assert_not_null(api->quota->key);
+    cr_expect_eq(mg_template_source(api->quota->key).len, 7);
+    cr_assert_not_null(leaf->quota);
+    cr_expect_eq(leaf->quota->limit.requests, 3);
+    cr_expect_eq(leaf->quota->limit.per_us, UINT64_C(60000000));
+    cr_expect_null(leaf->quota->key, "no key: the tenant");
+    cr_expect_null(none->quota, "no quota written: none");
     mg_routes_free(routes);
 }
 
@@ -492,12 +524,14 @@ Test(routes_compile, order)
                                   "  - name: none\n"
                                   "    forward: api\n");
     const mg_route_t *acc = routes->routes[0], *leaf = acc->children[0], *own = acc->children[1], *none = routes->routes[1];
-    cr_assert_not_null(acc->order.key);
-    cr_expect_str_eq(acc->order.priority_header, "x-priority", "lower-cased");
-    cr_expect_null(leaf->order.key);
+    cr_assert_not_null(acc->order);
+    cr_assert_not_null(acc->order->key);
+    cr_expect_str_eq(acc->order->priority_header, "x-priority", "lower-cased");
+    cr_expect_null(leaf->order, "none of its own");
     cr_expect_eq(mg_route_order(leaf), acc, "inherited from the nearest ancestor");
     cr_expect_eq(mg_route_order(own), own);
-    cr_expect_null(own->order.priority_header);
+    cr_assert_not_null(own->order);
+    cr_expect_null(own->order->priority_header);
     cr_expect_null(mg_route_order(none));
     cr_expect(mg_order_is_high(MG_STR("HiGh")));
     cr_expect_not(mg_order_is_high(MG_STR("higher")));

@@ -296,8 +296,8 @@ Test(decide, every_mode_against_every_outcome)
                                     "  - {name: corp, auth: corp, respond: {status: 200}}\n"
                                     "  - {name: scoped, auth: [corp, partners], require: [{claim: {name: scope, equals: w}}], "
                                     "respond: {status: 200}}\n");
-    ((mg_route_t *)mg_routes_find(routes, "corp"))->auth.accept = 1;
-    ((mg_route_t *)mg_routes_find(routes, "scoped"))->auth.accept = 3;
+    ((mg_route_t *)mg_routes_find(routes, "corp"))->auth->accept = 1;
+    ((mg_route_t *)mg_routes_find(routes, "scoped"))->auth->accept = 3;
     mg_authenticator_t corp = {.name = "corp", .index = 0, .realm = "r"}, partners = {.name = "partners", .index = 1, .realm = "p"};
     mg_authenticator_t *list[] = {&corp, &partners};
     mg_auth_conf_t ac = {.authenticators = list, .num_authenticators = 2};

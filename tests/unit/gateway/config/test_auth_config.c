@@ -125,8 +125,8 @@ Test(auth_config, defaults_and_route_names)
     cr_expect_str_eq(p->sources[0].name.base, "x-api-key");
     cr_expect_eq(mg_apikeys_size(p->apikeys), 1);
     cr_expect_eq(ac->num_strip_headers, 2); /* x-user-id once, x-org */
-    cr_expect_eq(mg_routes_find(conf->routes, "a")->auth.accept, 2);
-    cr_expect_eq(mg_routes_find(conf->routes, "b")->auth.accept, 3);
+    cr_expect_eq(mg_routes_find(conf->routes, "a")->auth->accept, 2);
+    cr_expect_eq(mg_routes_find(conf->routes, "b")->auth->accept, 3);
 }
 
 Test(auth_config, hs_secret_sources_and_tenants)
