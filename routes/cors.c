@@ -448,7 +448,11 @@ static int mg_cors_headers_allowed(const mg_cors_t *c, mg_str_t list, mg_str_t *
         mg_str_t name = mg_str(list.base + start, i - start);
         if (name.len == 0)
             continue;
-        if (!mg_is_token(name.base, name.len) || (!c->any_header && !mg_cors_header_allowed(c, name))) {
+        if (!mg_is_token(name.base, name.len)) {
+            *refused = MG_STR_NULL; /* not a name: nothing of it is worth repeating */
+            return 0;
+        }
+        if (!c->any_header && !mg_cors_header_allowed(c, name)) {
             *refused = name;
             return 0;
         }

@@ -119,7 +119,7 @@ static void start_response(mg_forward_t *f)
      * nobody sends, and the client, which did not ask for a HEAD, must not wait for it */
     if (is_head(f->r->send_method) && !is_head(f->r->method))
         req->res.content_length = 0;
-    mg_request_add_own_headers(f->r, req);
+    mg_request_add_own_headers(f->r, req, 0);
     f->r->status = f->status;
     f->state = MG_FORWARD_STREAMING;
     /* from here on h2o writes to the client and reports a departure itself */
