@@ -263,6 +263,7 @@ typedef struct mg_request {
     mg_ctx_t *ctx;
     mg_str_t origin;
     int preflight;
+    int routed; /* the route tree was asked (r->route is its answer) */
 } mg_request_t;
 
 /* CLOCK_REALTIME in milliseconds (token lifetimes are wall-clock times). */

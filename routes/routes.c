@@ -431,6 +431,7 @@ static mg_route_t *mg_route_compile(mg_routes_builder_t *b, const mg_node_t *map
     mg_route_scope_t scope = {b, r};
     mg_route_env_t response_env = {b->resolve, b->arg, mg_route_knows, &scope, b->errs, b->routes};
     mg__route_response_read(&response_env, r, map);
+    b->routes->edits_answers |= r->response != NULL;
     r->needs_claims = (mg_matcher_needs(r->match) & MG_NEEDS_CLAIMS) != 0;
     mg_route_read_terminal(b, r, map);
     b->unsure -= unsure;

@@ -315,6 +315,7 @@ typedef struct mg_routes {
     /* one copy of each backend name the routes use (forward.backend_name and bridge->backend_name
      * point at it): 100,000 routes to one backend need not hold 100,000 copies */
     struct mg_keytab *backend_names;
+    int edits_answers; /* some route has response:, cors: or compress: */
 } mg_routes_t;
 
 /* Maps a backend name used by `forward` or `bridge` to the caller's backend object; NULL = undefined. */

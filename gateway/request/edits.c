@@ -130,7 +130,7 @@ static void context_of(mg_request_t *r, h2o_req_t *req, mg_ctx_t *scratch, mg_ct
     *ctx = scratch;
 }
 
-static void apply_actions(mg_request_t *r, h2o_req_t *req, int gateway_made)
+static void apply_actions(mg_request_t *r, const mg_route_t *route, h2o_req_t *req, int gateway_made)
 {
     mg_ctx_t scratch, *ctx;
     unsigned failed = 0;
@@ -139,23 +139,37 @@ static void apply_actions(mg_request_t *r, h2o_req_t *req, int gateway_made)
     context_of(r, req, &scratch, &ctx);
     mg_alloc_t saved = ctx->alloc;
     ctx->alloc = (mg_alloc_t){pool_alloc, &req->pool};
-    if (mg_route_response_apply(r->route, ctx, gateway_made, &res, &failed))
+    if (mg_route_response_apply(route, ctx, gateway_made, &res, &failed))
         replace_fields(req, &res);
     ctx->alloc = saved;
     if (failed != 0)
         mg_stat_add(&r->worker->stats.response_action_failures, failed);
 }
 
+/* The route whose edits apply: the request's, or for the tenant's 429 (decided before the route
+ * is chosen) the route the request would have taken, so that a page can read the refusal (CORS)
+ * and it carries the `always` fields. */
+static const mg_route_t *route_of(mg_request_t *r, int gateway_made)
+{
+    if (r->routed || r->route != NULL || !gateway_made || r->ctx == NULL || !r->conf->routes->edits_answers)
+        return r->route;
+    const mg_route_t *route = mg_routes_match(r->conf->routes, r->ctx);
+    r->ctx->error = (mg_match_error_t){.reason = NULL};
+    return route;
+}
+
 void mg_edits_apply(mg_request_t *r, h2o_req_t *req, int gateway_made)
 {
-    const mg_route_t *route = r->route;
-    if (route == NULL || route->response_from == NULL || r->preflight)
+    if (r->preflight)
+        return;
+    const mg_route_t *route = route_of(r, gateway_made);
+    if (route == NULL || route->response_from == NULL)
         return;
     const mg_cors_t *cors = mg_route_cors(route);
     if (cors != NULL)
         add_cors_fields(r, req, cors);
     if (mg_route_has_response_actions(route, gateway_made))
-        apply_actions(r, req, gateway_made);
+        apply_actions(r, route, req, gateway_made);
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -378,6 +378,7 @@ static int check_auth(mg_request_t *r, mg_ctx_t *ctx)
 static int choose_route(mg_request_t *r, mg_ctx_t *ctx)
 {
     r->route = mg_routes_match(r->conf->routes, ctx);
+    r->routed = 1;
     if (r->route == NULL && ctx->error.reason != NULL)
         refuse_undecided(r, ctx);
     else if (r->route == NULL)

@@ -183,3 +183,18 @@ def check_refused(path, message):
     res = run_matchgate("--check", "-c", path)
     assert res.returncode != 0, path.read_text()
     assert re.search(re.escape(str(path)) + r":\d+:\d+: .*" + re.escape(message), res.stderr), (path.read_text(), res.stderr)
+
+
+def test_the_tenants_429_carries_the_routes_cors_fields(start_gateway, backend):
+    routes = [{"name": "api", "match": {"path": {"prefix": "/api"}}, "cors": policy(),
+               "response": [{"set_header": {"X-Frame-Options": "DENY"}, "always": True}], "forward": "b"}]
+    gw = start(start_gateway, backend, routes=routes,
+               tenants={"identify": [{"header": "X-Tenant"}], "default_quota": {"requests": 1, "per": "1m"}})
+    h = {"Origin": APP, "X-Tenant": "acme"}
+    assert request(gw.port, "GET", "/api/x", h)[0] == 200
+    status, headers, _ = request(gw.port, "GET", "/api/x", h)
+    assert status == 429
+    assert headers["Access-Control-Allow-Origin"] == APP  # the page can read its 429 and its Retry-After
+    assert headers["X-Frame-Options"] == "DENY"
+    status, headers, _ = request(gw.port, "GET", "/nowhere", h)
+    assert status == 429 and "Access-Control-Allow-Origin" not in headers  # no route: no policy
