@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "routes/internal.h"
 
@@ -115,5 +116,98 @@ int mg_route_response_apply(const mg_route_t *leaf, mg_ctx_t *ctx, int gateway_m
     ctx->response = res;
     int changed = mg_response_apply_from(leaf->response_from, ctx, gateway_made, res, failed);
     ctx->response = saved;
+    return changed;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The whole edit of an answer: CORS fields, then response actions
+ */
+static int mg_is_cors_field(mg_str_t name)
+{
+    return name.len > 22 && strncasecmp(name.base, "access-control-", 15) == 0;
+}
+
+/* The answer's fields without the backend's Access-Control-* ones: the route's policy says alone. */
+static int mg_drop_cors_fields(mg_ctx_t *ctx, mg_ctx_response_t *res)
+{
+    size_t n = 0;
+    for (size_t i = 0; i != res->num_headers; ++i)
+        n += mg_is_cors_field(res->headers[i].name);
+    if (n == 0)
+        return 0;
+    mg_header_t *out = mg_alloc(&ctx->alloc, (res->num_headers - n + 1) * sizeof(*out));
+    n = 0;
+    for (size_t i = 0; i != res->num_headers; ++i) {
+        if (!mg_is_cors_field(res->headers[i].name))
+            out[n++] = res->headers[i];
+    }
+    res->headers = out;
+    res->num_headers = n;
+    return 1;
+}
+
+/* 1 when comma-separated list `list` holds `token` (any case). */
+static int mg_list_has(mg_str_t list, mg_str_t token)
+{
+    for (size_t i = 0; i < list.len;) {
+        while (i < list.len && (list.base[i] == ' ' || list.base[i] == '\t' || list.base[i] == ','))
+            ++i;
+        size_t start = i;
+        while (i < list.len && list.base[i] != ',' && list.base[i] != ' ' && list.base[i] != '\t')
+            ++i;
+        if (i - start == token.len && strncasecmp(list.base + start, token.base, token.len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+int mg__fields_put(mg_ctx_t *ctx, mg_ctx_response_t *res, mg_str_t name, mg_str_t value)
+{
+    mg_header_t *out = mg_alloc(&ctx->alloc, (res->num_headers + 1) * sizeof(*out));
+    if (res->num_headers != 0)
+        memcpy(out, res->headers, res->num_headers * sizeof(*out));
+    for (size_t i = 0; name.len == 4 && strncasecmp(name.base, "vary", 4) == 0 && i != res->num_headers; ++i) {
+        if (strncasecmp(out[i].name.base, "vary", 4) != 0 || out[i].name.len != 4)
+            continue;
+        if (mg_list_has(out[i].value, value) || mg_list_has(out[i].value, MG_STR("*")))
+            return 0;
+        char *v = mg_alloc(&ctx->alloc, out[i].value.len + 2 + value.len + 1); /* merged: one Vary list */
+        memcpy(v, out[i].value.base, out[i].value.len);
+        memcpy(v + out[i].value.len, ", ", 2);
+        memcpy(v + out[i].value.len + 2, value.base, value.len);
+        v[out[i].value.len + 2 + value.len] = '\0';
+        out[i].value = mg_str(v, out[i].value.len + 2 + value.len);
+        res->headers = out;
+        return 1;
+    }
+    out[res->num_headers] = (mg_header_t){name, value};
+    res->headers = out;
+    res->num_headers++;
+    return 1;
+}
+
+/* The CORS fields of an actual request's answer; 1 when the fields changed. */
+static int mg_answer_cors(const mg_cors_t *cors, mg_ctx_t *ctx, mg_str_t origin, mg_ctx_response_t *res, mg_answer_edit_t *edit)
+{
+    mg_cors_answer_t a;
+    int changed = mg_drop_cors_fields(ctx, res);
+    mg_cors_actual(cors, origin, &a);
+    edit->cors_refused = a.refusal != NULL && origin.base != NULL;
+    for (size_t i = 0; i != a.num_headers; ++i)
+        changed |= mg__fields_put(ctx, res, a.headers[i].name, a.headers[i].value);
+    return changed;
+}
+
+int mg_route_answer_edit(const mg_route_t *leaf, mg_ctx_t *ctx, mg_str_t origin, int gateway_made, mg_ctx_response_t *res,
+                         mg_answer_edit_t *edit)
+{
+    int changed = 0;
+    *edit = (mg_answer_edit_t){0, 0};
+    if (leaf->response_from == NULL)
+        return 0;
+    const mg_cors_t *cors = mg_route_cors(leaf);
+    if (cors != NULL)
+        changed |= mg_answer_cors(cors, ctx, origin, res, edit);
+    changed |= mg_route_response_apply(leaf, ctx, gateway_made, res, &edit->failed);
     return changed;
 }

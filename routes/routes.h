@@ -403,6 +403,21 @@ int mg_route_has_response_actions(const mg_route_t *leaf, int gateway_made);
  * other than ${status} and ${response.header.<Name>}): the context must outlive the request path. */
 int mg_route_response_needs_ctx(const mg_route_t *leaf);
 
+/* What editing an answer came to besides its fields. */
+typedef struct mg_answer_edit {
+    unsigned failed;  /* response actions left out: a variable would have split the value */
+    int cors_refused; /* the request's Origin is one the route's CORS policy refuses */
+} mg_answer_edit_t;
+
+/*
+ * The whole edit of `leaf`'s answer `res`, in the order the gateway makes it: the CORS fields of an
+ * actual request with Origin `origin` (base NULL: none) when a `cors:` applies (the answer's own
+ * Access-Control-* fields dropped, Vary merged into one list), then the response actions
+ * (mg_route_response_apply). Returns 1 when res->headers changed (a new array in ctx->alloc).
+ */
+int mg_route_answer_edit(const mg_route_t *leaf, mg_ctx_t *ctx, mg_str_t origin, int gateway_made, mg_ctx_response_t *res,
+                         mg_answer_edit_t *edit);
+
 /* The `cors:` that applies to `leaf` (its own, else its nearest ancestor's), or NULL. */
 const mg_cors_t *mg_route_cors(const mg_route_t *leaf);
 /* The `compress:` that applies to `leaf` (its own, else its nearest ancestor's; it may say `off`),

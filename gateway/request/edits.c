@@ -43,38 +43,11 @@ void mg_edits_prepare(mg_request_t *r, mg_ctx_t *ctx)
     r->ctx = kept;
 }
 
-/* ---------------------------------------------------------------------------------------
- * CORS on an actual request's answer
- */
-static int is_cors_field(h2o_iovec_t name)
-{
-    return name.len > 22 && memcmp(name.base, "access-control-", 15) == 0;
-}
-
-/* The route's policy decides alone: a backend's own Access-Control-* fields would contradict it. */
-static void drop_cors_fields(h2o_headers_t *headers)
-{
-    for (size_t i = headers->size; i-- > 0;)
-        if (is_cors_field(*headers->entries[i].name))
-            h2o_delete_header(headers, (ssize_t)i);
-}
-
-static void add_cors_fields(mg_request_t *r, h2o_req_t *req, const mg_cors_t *cors)
-{
-    mg_cors_answer_t a;
-    mg_str_t origin = r->origin.base != NULL ? r->origin : origin_of(req);
-    drop_cors_fields(&req->res.headers);
-    mg_cors_actual(cors, origin, &a);
-    if (a.refusal != NULL && origin.base != NULL)
-        mg_stat_inc(&r->worker->stats.cors_refused);
-    mg_edits_put(r, req, &a);
-}
-
 void mg_edits_put(mg_request_t *r, h2o_req_t *req, const mg_cors_answer_t *a)
 {
     for (size_t i = 0; i < a->num_headers; i++) {
         const mg_header_t *h = &a->headers[i];
-        if (h->name.len == 4 && memcmp(h->name.base, "vary", 4) == 0) /* merged with the backend's Vary */
+        if (h->name.len == 4 && memcmp(h->name.base, "vary", 4) == 0) /* merged with a Vary already there */
             h2o_set_header_token(&req->pool, &req->res.headers, H2O_TOKEN_VARY, h->value.base, h->value.len);
         else
             h2o_add_header_by_str(&req->pool, &req->res.headers, h->name.base, h->name.len, 1, NULL, h->value.base, h->value.len);
@@ -82,14 +55,14 @@ void mg_edits_put(mg_request_t *r, h2o_req_t *req, const mg_cors_answer_t *a)
 }
 
 /* ---------------------------------------------------------------------------------------
- * Response actions
+ * The answer's edits (routes/response.c makes them on the answer's fields as the route tool does)
  */
 static void *pool_alloc(void *pool, size_t size)
 {
     return h2o_mem_alloc_pool(pool, size);
 }
 
-/* The answer's fields as the route actions see them (names are lower case in h2o's lists). */
+/* The answer's fields as the route sees them (names are lower case in h2o's lists). */
 static mg_header_t *fields_of(h2o_req_t *req)
 {
     mg_header_t *fields = h2o_mem_alloc_pool(&req->pool, sizeof(*fields) * (req->res.headers.size + 1));
@@ -110,12 +83,11 @@ static void replace_fields(h2o_req_t *req, const mg_ctx_response_t *res)
 }
 
 /* The context the templates read: the one kept with the request, or (when the route's templates
- * read none of it) an empty one that only lends its allocator. */
-static void context_of(mg_request_t *r, h2o_req_t *req, mg_ctx_t *scratch, mg_ctx_t **ctx)
+ * read none of it) one made of what the request keeps, which only lends its allocator. */
+static mg_ctx_t *context_of(mg_request_t *r, mg_ctx_t *scratch)
 {
-    *ctx = r->ctx;
-    if (*ctx != NULL)
-        return;
+    if (r->ctx != NULL)
+        return r->ctx;
     memset(scratch, 0, offsetof(mg_ctx_t, vars));
     scratch->method = r->method;
     scratch->host = r->host;
@@ -127,23 +99,7 @@ static void context_of(mg_request_t *r, h2o_req_t *req, mg_ctx_t *scratch, mg_ct
     scratch->error = (mg_match_error_t){.reason = NULL};
     scratch->trace = NULL;
     scratch->response = NULL;
-    *ctx = scratch;
-}
-
-static void apply_actions(mg_request_t *r, const mg_route_t *route, h2o_req_t *req, int gateway_made)
-{
-    mg_ctx_t scratch, *ctx;
-    unsigned failed = 0;
-    mg_ctx_response_t res = {.status = req->res.status, .headers = fields_of(req), .num_headers = req->res.headers.size};
-    res.status_text[mg_format_u64(res.status_text, (uint64_t)(req->res.status % 1000))] = '\0';
-    context_of(r, req, &scratch, &ctx);
-    mg_alloc_t saved = ctx->alloc;
-    ctx->alloc = (mg_alloc_t){pool_alloc, &req->pool};
-    if (mg_route_response_apply(route, ctx, gateway_made, &res, &failed))
-        replace_fields(req, &res);
-    ctx->alloc = saved;
-    if (failed != 0)
-        mg_stat_add(&r->worker->stats.response_action_failures, failed);
+    return scratch;
 }
 
 /* The route whose edits apply: the request's, or for the tenant's 429 (decided before the route
@@ -160,16 +116,25 @@ static const mg_route_t *route_of(mg_request_t *r, int gateway_made)
 
 void mg_edits_apply(mg_request_t *r, h2o_req_t *req, int gateway_made)
 {
+    mg_ctx_t scratch, *ctx;
+    mg_answer_edit_t edit;
     if (r->preflight)
         return;
     const mg_route_t *route = route_of(r, gateway_made);
     if (route == NULL || route->response_from == NULL)
         return;
-    const mg_cors_t *cors = mg_route_cors(route);
-    if (cors != NULL)
-        add_cors_fields(r, req, cors);
-    if (mg_route_has_response_actions(route, gateway_made))
-        apply_actions(r, route, req, gateway_made);
+    mg_ctx_response_t res = {.status = req->res.status, .headers = fields_of(req), .num_headers = req->res.headers.size};
+    res.status_text[mg_format_u64(res.status_text, (uint64_t)(req->res.status % 1000))] = '\0';
+    ctx = context_of(r, &scratch);
+    mg_alloc_t saved = ctx->alloc;
+    ctx->alloc = (mg_alloc_t){pool_alloc, &req->pool};
+    if (mg_route_answer_edit(route, ctx, r->origin.base != NULL ? r->origin : origin_of(req), gateway_made, &res, &edit))
+        replace_fields(req, &res);
+    ctx->alloc = saved;
+    if (edit.failed != 0)
+        mg_stat_add(&r->worker->stats.response_action_failures, edit.failed);
+    if (edit.cors_refused)
+        mg_stat_inc(&r->worker->stats.cors_refused);
 }
 
 /* ---------------------------------------------------------------------------------------
