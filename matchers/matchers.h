@@ -287,13 +287,30 @@ typedef struct mg_trace {
     void *arg;
 } mg_trace_t;
 
+/*
+ * The answer's fields as response actions edit them, through whoever holds them (the gateway:
+ * h2o's list; the route tool and the tests: an array, routes/fields.c). Names are lower case.
+ *   get:       the value of the first field named `name`, or NULL;
+ *   edit:      MG_ACTION_SET_HEADER (the first field of the name gets `value`, the others go; added
+ *              when there is none), MG_ACTION_ADD_HEADER, MG_ACTION_REMOVE_HEADER (every field of
+ *              the name); `kind` is an mg_action_kind_t (routes.h); 1 when the fields changed;
+ *   drop_cors: removes every Access-Control-* field;
+ *   vary:      adds `token` to the answer's Vary list (one field), unless it is there or "*" is.
+ */
+typedef struct mg_fields_ops {
+    const mg_str_t *(*get)(void *fields, mg_str_t name);
+    int (*edit)(void *fields, int kind, mg_str_t name, mg_str_t value);
+    void (*drop_cors)(void *fields);
+    void (*vary)(void *fields, mg_str_t token);
+} mg_fields_ops_t;
+
 /* The answer, for the templates of response actions (${status}, ${response.header.<Name>}); NULL
  * in the context of a request. */
 typedef struct mg_ctx_response {
     int status;
     char status_text[4]; /* the status as ${status} writes it */
-    const mg_header_t *headers;
-    size_t num_headers;
+    const mg_fields_ops_t *ops;
+    void *fields;
 } mg_ctx_response_t;
 
 struct mg_ctx {

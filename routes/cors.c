@@ -505,3 +505,93 @@ void mg_cors_actual(const mg_cors_t *c, mg_str_t origin, mg_cors_answer_t *a)
     mg_cors_put_origin(c, origin, a);
     mg_cors_put(a, "access-control-expose-headers", mg_cors_str(c->expose));
 }
+
+/* ---------------------------------------------------------------------------------------
+ * Describing (--check --print)
+ */
+typedef struct mg_cors_out {
+    char *buf;
+    size_t size, len;
+} mg_cors_out_t;
+
+static void mg_cors_emit(mg_cors_out_t *o, const char *s, size_t n)
+{
+    if (o->len < o->size)
+        memcpy(o->buf + o->len, s, o->len + n < o->size ? n : o->size - o->len);
+    o->len += n;
+}
+
+/* A JSON string: the pattern of a regex may hold quotes and backslashes. */
+static void mg_cors_emit_json(mg_cors_out_t *o, const char *s, size_t n)
+{
+    char esc[8];
+    mg_cors_emit(o, "\"", 1);
+    for (size_t i = 0; i != n; ++i) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            snprintf(esc, sizeof(esc), "\\%c", c);
+        else if (c < 0x20)
+            snprintf(esc, sizeof(esc), "\\u%04x", c);
+        else
+            esc[0] = (char)c, esc[1] = '\0';
+        mg_cors_emit(o, esc, strlen(esc));
+    }
+    mg_cors_emit(o, "\"", 1);
+}
+
+static void mg_cors_emit_list(mg_cors_out_t *o, const char *key, char **items, size_t n, int any)
+{
+    mg_cors_emit(o, ", ", 2);
+    mg_cors_emit(o, key, strlen(key));
+    mg_cors_emit(o, ": [", 3);
+    if (any)
+        mg_cors_emit(o, "\"*\"", 3);
+    for (size_t i = 0; i != n; ++i) {
+        if (i != 0 || any)
+            mg_cors_emit(o, ", ", 2);
+        mg_cors_emit_json(o, items[i], strlen(items[i]));
+    }
+    mg_cors_emit(o, "]", 1);
+}
+
+size_t mg_cors_describe(const mg_cors_t *c, char *buf, size_t size)
+{
+    mg_cors_out_t o = {buf, size, 0};
+    mg_cors_emit(&o, "{origins: [", 11);
+    if (c->any_origin)
+        mg_cors_emit(&o, "\"*\"", 3);
+    for (size_t i = 0; i != c->num_origins; ++i) {
+        const mg_cors_origin_t * or = &c->origins[i];
+        if (i != 0)
+            mg_cors_emit(&o, ", ", 2);
+        if (or->kind == MG_CORS_REGEX) {
+            mg_str_t p = mg_regex_pattern(or->regex);
+            mg_cors_emit(&o, "{regex: ", 8);
+            mg_cors_emit_json(&o, p.base, p.len);
+            mg_cors_emit(&o, "}", 1);
+        } else {
+            mg_cors_emit_json(&o, or->text.base, or->text.len);
+        }
+    }
+    mg_cors_emit(&o, "]", 1);
+    mg_cors_emit_list(&o, "methods", c->methods, c->num_methods, 0);
+    mg_cors_emit_list(&o, "headers", c->headers, c->num_headers, c->any_header);
+    char tail[96];
+    int n = snprintf(tail, sizeof(tail), ", credentials: %s%s%s%s}", c->credentials ? "true" : "false",
+                     c->max_age[0] != '\0' ? ", max_age: " : "", c->max_age, c->max_age[0] != '\0' ? "s" : "");
+    if (c->expose != NULL) {
+        mg_cors_emit(&o, ", expose: [", 11);
+        for (const char *p = c->expose, *end; *p != '\0'; p = *end != '\0' ? end + 2 : end) {
+            end = strchr(p, ',');
+            end = end != NULL ? end : p + strlen(p);
+            if (p != c->expose)
+                mg_cors_emit(&o, ", ", 2);
+            mg_cors_emit_json(&o, p, (size_t)(end - p));
+        }
+        mg_cors_emit(&o, "]", 1);
+    }
+    mg_cors_emit(&o, tail, (size_t)n);
+    if (size != 0)
+        buf[o.len < size ? o.len : size - 1] = '\0';
+    return o.len;
+}

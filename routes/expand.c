@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "routes/internal.h"
 
@@ -44,12 +43,8 @@ static mg_value_t mg_response_value(const mg_piece_t *p, const mg_ctx_response_t
         return mg_value(MG_STR_NULL, MG_FORM_PLAIN);
     if (p->kind == MG_PIECE_STATUS)
         return mg_value(mg_str(res->status_text, strlen(res->status_text)), MG_FORM_PLAIN);
-    for (size_t i = 0; i != res->num_headers; ++i) {
-        const mg_header_t *h = &res->headers[i];
-        if (h->name.len == p->text.len && strncasecmp(h->name.base, p->text.base, p->text.len) == 0)
-            return mg_value(h->value, MG_FORM_PLAIN);
-    }
-    return mg_value(MG_STR_NULL, MG_FORM_PLAIN);
+    const mg_str_t *v = res->ops->get(res->fields, p->text);
+    return mg_value(v != NULL ? *v : MG_STR_NULL, MG_FORM_PLAIN);
 }
 
 static mg_value_t mg_piece_value(const mg_piece_t *p, const mg_ctx_t *ctx)

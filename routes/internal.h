@@ -29,9 +29,8 @@ int mg__response_actions_compile(const mg_node_t *seq, mg_template_known_t known
  * add, the new one where the first was (set) or at the end (add, or set of an absent field); the
  * input is never written. Returns 1 when *headers changed, 0 when there was nothing to remove. */
 int mg__headers_edit(const mg_action_t *a, mg_str_t value, mg_alloc_t *alloc, const mg_header_t **headers, size_t *num);
-/* Adds field `name: value` to the answer `res` (a new array in ctx->alloc); a Vary is merged into
- * the answer's Vary list (nothing when it names the token already, or "*"). 1 when it changed. */
-int mg__fields_put(mg_ctx_t *ctx, mg_ctx_response_t *res, mg_str_t name, mg_str_t value);
+/* 1 when comma-separated list `list` holds `token` (any case): a Vary list (fields.c). */
+int mg__list_has(mg_str_t list, mg_str_t token);
 
 /* Checks that scalar `node` is a method as set_method takes it (an upper-case token such as GET
  * or PURGE); -1 after recording an error at the node. */

@@ -7,9 +7,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "routes/internal.h"
+
+/* What the answers of the routes below `resp`'s own need, its actions and those above it
+ * together (`above`: the nearest route up the tree with response parts), for one load per answer. */
+static void mg_response_summarize(mg_route_response_t *resp, const mg_route_t *above)
+{
+    if (above != NULL) {
+        resp->needs_ctx = above->response->needs_ctx;
+        resp->has_actions = above->response->has_actions;
+        resp->has_always = above->response->has_always;
+    }
+    for (size_t i = 0; i != resp->num_actions; ++i) {
+        const mg_template_t *t = resp->actions[i].value;
+        resp->needs_ctx |= t != NULL && (mg_template_varies(t) & (MG_TEMPLATE_TENANT | MG_TEMPLATE_REQUEST)) != 0;
+        resp->has_actions = 1;
+        resp->has_always |= resp->actions[i].always;
+    }
+}
 
 void mg__route_response_read(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *map)
 {
@@ -26,6 +42,8 @@ void mg__route_response_read(const mg_route_env_t *env, mg_route_t *r, const mg_
             r->response->compress = mg__compress_read(compress, env->errs);
     }
     r->response_from = r->response != NULL ? r : r->parent != NULL ? r->parent->response_from : NULL;
+    if (r->response != NULL)
+        mg_response_summarize(r->response, r->parent != NULL ? r->parent->response_from : NULL);
 }
 
 void mg__route_response_free(mg_route_response_t *response)
@@ -69,25 +87,22 @@ static int mg_action_applies(const mg_action_t *a, int gateway_made)
 
 int mg_route_has_response_actions(const mg_route_t *leaf, int gateway_made)
 {
-    for (const mg_route_t *r = leaf->response_from; r != NULL; r = mg_response_next(r)) {
-        for (size_t i = 0; i != r->response->num_actions; ++i) {
-            if (mg_action_applies(&r->response->actions[i], gateway_made))
-                return 1;
-        }
-    }
-    return 0;
+    const mg_route_t *r = leaf->response_from;
+    return r != NULL && (gateway_made ? r->response->has_always : r->response->has_actions);
 }
 
 int mg_route_response_needs_ctx(const mg_route_t *leaf)
 {
-    for (const mg_route_t *r = leaf->response_from; r != NULL; r = mg_response_next(r)) {
-        for (size_t i = 0; i != r->response->num_actions; ++i) {
-            const mg_template_t *t = r->response->actions[i].value;
-            if (t != NULL && (mg_template_varies(t) & (MG_TEMPLATE_TENANT | MG_TEMPLATE_REQUEST)) != 0)
-                return 1;
-        }
-    }
-    return 0;
+    return leaf->response_from != NULL && leaf->response_from->response->needs_ctx;
+}
+
+/* An action's value: its text when it has no variable (most have none: nothing to expand). */
+static int mg_action_value(const mg_action_t *a, mg_ctx_t *ctx, mg_str_t *value)
+{
+    *value = MG_STR_NULL;
+    if (a->value == NULL || mg_template_literal(a->value, value))
+        return 0;
+    return mg_template_expand(a->value, ctx, value);
 }
 
 /* The actions of route `r` and of those above it, root first. */
@@ -98,14 +113,14 @@ static int mg_response_apply_from(const mg_route_t *r, mg_ctx_t *ctx, int gatewa
     int changed = mg_response_apply_from(mg_response_next(r), ctx, gateway_made, res, failed);
     for (size_t i = 0; i != r->response->num_actions; ++i) {
         const mg_action_t *a = &r->response->actions[i];
-        mg_str_t value = MG_STR_NULL;
+        mg_str_t value;
         if (!mg_action_applies(a, gateway_made))
             continue;
-        if (a->value != NULL && mg_template_expand(a->value, ctx, &value) != 0) {
+        if (mg_action_value(a, ctx, &value) != 0) {
             ++*failed; /* the answer is on its way: it goes without this field rather than not at all */
             continue;
         }
-        changed |= mg__headers_edit(a, value, &ctx->alloc, &res->headers, &res->num_headers);
+        changed |= res->ops->edit(res->fields, (int)a->kind, a->name, value);
     }
     return changed;
 }
@@ -122,80 +137,21 @@ int mg_route_response_apply(const mg_route_t *leaf, mg_ctx_t *ctx, int gateway_m
 /* ---------------------------------------------------------------------------------------
  * The whole edit of an answer: CORS fields, then response actions
  */
-static int mg_is_cors_field(mg_str_t name)
-{
-    return name.len > 22 && strncasecmp(name.base, "access-control-", 15) == 0;
-}
-
-/* The answer's fields without the backend's Access-Control-* ones: the route's policy says alone. */
-static int mg_drop_cors_fields(mg_ctx_t *ctx, mg_ctx_response_t *res)
-{
-    size_t n = 0;
-    for (size_t i = 0; i != res->num_headers; ++i)
-        n += mg_is_cors_field(res->headers[i].name);
-    if (n == 0)
-        return 0;
-    mg_header_t *out = mg_alloc(&ctx->alloc, (res->num_headers - n + 1) * sizeof(*out));
-    n = 0;
-    for (size_t i = 0; i != res->num_headers; ++i) {
-        if (!mg_is_cors_field(res->headers[i].name))
-            out[n++] = res->headers[i];
-    }
-    res->headers = out;
-    res->num_headers = n;
-    return 1;
-}
-
-/* 1 when comma-separated list `list` holds `token` (any case). */
-static int mg_list_has(mg_str_t list, mg_str_t token)
-{
-    for (size_t i = 0; i < list.len;) {
-        while (i < list.len && (list.base[i] == ' ' || list.base[i] == '\t' || list.base[i] == ','))
-            ++i;
-        size_t start = i;
-        while (i < list.len && list.base[i] != ',' && list.base[i] != ' ' && list.base[i] != '\t')
-            ++i;
-        if (i - start == token.len && strncasecmp(list.base + start, token.base, token.len) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-int mg__fields_put(mg_ctx_t *ctx, mg_ctx_response_t *res, mg_str_t name, mg_str_t value)
-{
-    mg_header_t *out = mg_alloc(&ctx->alloc, (res->num_headers + 1) * sizeof(*out));
-    if (res->num_headers != 0)
-        memcpy(out, res->headers, res->num_headers * sizeof(*out));
-    for (size_t i = 0; name.len == 4 && strncasecmp(name.base, "vary", 4) == 0 && i != res->num_headers; ++i) {
-        if (strncasecmp(out[i].name.base, "vary", 4) != 0 || out[i].name.len != 4)
-            continue;
-        if (mg_list_has(out[i].value, value) || mg_list_has(out[i].value, MG_STR("*")))
-            return 0;
-        char *v = mg_alloc(&ctx->alloc, out[i].value.len + 2 + value.len + 1); /* merged: one Vary list */
-        memcpy(v, out[i].value.base, out[i].value.len);
-        memcpy(v + out[i].value.len, ", ", 2);
-        memcpy(v + out[i].value.len + 2, value.base, value.len);
-        v[out[i].value.len + 2 + value.len] = '\0';
-        out[i].value = mg_str(v, out[i].value.len + 2 + value.len);
-        res->headers = out;
-        return 1;
-    }
-    out[res->num_headers] = (mg_header_t){name, value};
-    res->headers = out;
-    res->num_headers++;
-    return 1;
-}
 
 /* The CORS fields of an actual request's answer; 1 when the fields changed. */
-static int mg_answer_cors(const mg_cors_t *cors, mg_ctx_t *ctx, mg_str_t origin, mg_ctx_response_t *res, mg_answer_edit_t *edit)
+static int mg_answer_cors(const mg_cors_t *cors, mg_str_t origin, mg_ctx_response_t *res, mg_answer_edit_t *edit)
 {
     mg_cors_answer_t a;
-    int changed = mg_drop_cors_fields(ctx, res);
+    res->ops->drop_cors(res->fields); /* the route's policy says alone */
     mg_cors_actual(cors, origin, &a);
     edit->cors_refused = a.refusal != NULL && origin.base != NULL;
-    for (size_t i = 0; i != a.num_headers; ++i)
-        changed |= mg__fields_put(ctx, res, a.headers[i].name, a.headers[i].value);
-    return changed;
+    for (size_t i = 0; i != a.num_headers; ++i) {
+        if (a.headers[i].name.len == 4 && memcmp(a.headers[i].name.base, "vary", 4) == 0)
+            res->ops->vary(res->fields, a.headers[i].value);
+        else
+            res->ops->edit(res->fields, MG_ACTION_ADD_HEADER, a.headers[i].name, a.headers[i].value);
+    }
+    return 1;
 }
 
 int mg_route_answer_edit(const mg_route_t *leaf, mg_ctx_t *ctx, mg_str_t origin, int gateway_made, mg_ctx_response_t *res,
@@ -207,7 +163,8 @@ int mg_route_answer_edit(const mg_route_t *leaf, mg_ctx_t *ctx, mg_str_t origin,
         return 0;
     const mg_cors_t *cors = mg_route_cors(leaf);
     if (cors != NULL)
-        changed |= mg_answer_cors(cors, ctx, origin, res, edit);
-    changed |= mg_route_response_apply(leaf, ctx, gateway_made, res, &edit->failed);
+        changed |= mg_answer_cors(cors, origin, res, edit);
+    if (mg_route_has_response_actions(leaf, gateway_made))
+        changed |= mg_route_response_apply(leaf, ctx, gateway_made, res, &edit->failed);
     return changed;
 }

@@ -91,6 +91,9 @@ int mg_template_expand(const mg_template_t *t, const mg_ctx_t *ctx, mg_str_t *ou
 const char *mg_template_strerror(int err);
 /* The template as written. */
 mg_str_t mg_template_source(const mg_template_t *t);
+/* 1 with its text in *out ("$$" unescaped, NUL-terminated) when the template has no variable:
+ * its value needs no expansion; 0 otherwise. */
+int mg_template_literal(const mg_template_t *t, mg_str_t *out);
 /* What the template's value can vary with: 0 when it is literal text only; the bit
  * MG_TEMPLATE_TENANT when it uses ${tenant} (no capture of that name can shadow it); the bit
  * MG_TEMPLATE_RESPONSE when it uses ${status} or ${response.header.<Name>} (response actions);
@@ -259,6 +262,9 @@ typedef struct mg_route_response {
     size_t num_actions;
     mg_cors_t *cors;
     mg_compress_t *compress;
+    /* of its actions and of those up the tree (set at load): some read the request's context;
+     * there are some; some are `always` */
+    unsigned needs_ctx : 1, has_actions : 1, has_always : 1;
 } mg_route_response_t;
 
 /*
@@ -390,7 +396,7 @@ int mg_route_has_requires(const mg_route_t *leaf);
 
 /*
  * The response actions of `leaf` and of its ancestors, root first, each list in order, applied to
- * ctx->response's headers (a new array in ctx->alloc memory when one edits them; later actions see
+ * the answer `res`'s fields (through res->ops; later actions see
  * the effect of earlier ones in ${response.header.<Name>}); only the `always` ones when
  * `gateway_made`. An action whose value cannot be made (a variable would put CR, LF or a control
  * character into it) is left out, counted in *failed. Returns 1 when the headers changed.
@@ -402,6 +408,16 @@ int mg_route_has_response_actions(const mg_route_t *leaf, int gateway_made);
 /* 1 when a response action of `leaf` or of an ancestor reads the request's context (a variable
  * other than ${status} and ${response.header.<Name>}): the context must outlive the request path. */
 int mg_route_response_needs_ctx(const mg_route_t *leaf);
+
+/* An answer's fields in an array (fields.c), edited through mg_fields_array_ops (mg_ctx_response_t
+ * .fields points at it): the route tool's and the tests' answers. Names lower case; the array
+ * grows in `alloc` memory. */
+typedef struct mg_fields {
+    mg_header_t *items;
+    size_t size, capacity;
+    mg_alloc_t alloc;
+} mg_fields_t;
+extern const mg_fields_ops_t mg_fields_array_ops;
 
 /* What editing an answer came to besides its fields. */
 typedef struct mg_answer_edit {
@@ -448,6 +464,10 @@ int mg_cors_varies(const mg_cors_t *c);
 void mg_cors_preflight(const mg_cors_t *c, mg_str_t origin, mg_str_t method, mg_str_t request_headers, mg_cors_answer_t *a);
 /* The fields of the answer to an actual request with Origin `origin` (base NULL: none). */
 void mg_cors_actual(const mg_cors_t *c, mg_str_t origin, mg_cors_answer_t *a);
+
+/* The policy as a YAML flow mapping `cors:` reads again (--check --print), snprintf-style:
+ * returns the length needed. */
+size_t mg_cors_describe(const mg_cors_t *c, char *buf, size_t size);
 
 /* Why the gateway refuses to let a response action set or remove header `name` (framing,
  * hop-by-hop, Date, the body's coding, the request id), or NULL when it does not. */

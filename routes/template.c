@@ -327,6 +327,7 @@ mg_template_t *mg_template_compile(const mg_node_t *node, mg_template_target_t t
         mg_template_free(t);
         return NULL;
     }
+    *b.next = '\0'; /* after the last string: a literal-only template's text is a C string too */
     return t;
 }
 
@@ -341,6 +342,16 @@ void mg__template_each_var(const mg_template_t *t, void (*fn)(void *arg, mg_str_
 mg_str_t mg_template_source(const mg_template_t *t)
 {
     return mg_str(t->source, t->source_len);
+}
+
+int mg_template_literal(const mg_template_t *t, mg_str_t *out)
+{
+    if (t->num_vars != 0)
+        return 0;
+    /* no variable: at most one literal piece, the whole text (its strings end with a NUL: the
+     * builder wrote no more than the source's length into a buffer one byte longer) */
+    *out = t->num_pieces != 0 ? t->pieces[0].text : mg_str("", 0);
+    return 1;
 }
 
 unsigned mg_template_varies(const mg_template_t *t)

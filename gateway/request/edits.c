@@ -62,25 +62,94 @@ static void *pool_alloc(void *pool, size_t size)
     return h2o_mem_alloc_pool(pool, size);
 }
 
-/* The answer's fields as the route sees them (names are lower case in h2o's lists). */
-static mg_header_t *fields_of(h2o_req_t *req)
+/* The answer's fields as the route's edits see them: h2o's list, edited in place (names are lower
+ * case there, and in the edits). */
+typedef struct answer_fields {
+    h2o_req_t *req;
+    mg_str_t got;     /* what `get` returned last */
+    uint64_t lengths; /* bit min(len, 63) of each field name's length (a removal leaves its bit) */
+} answer_fields_t;
+
+static uint64_t length_bit(size_t len)
 {
-    mg_header_t *fields = h2o_mem_alloc_pool(&req->pool, sizeof(*fields) * (req->res.headers.size + 1));
-    for (size_t i = 0; i < req->res.headers.size; i++) {
-        const h2o_header_t *h = &req->res.headers.entries[i];
-        fields[i] = (mg_header_t){mg_str(h->name->base, h->name->len), mg_str(h->value.base, h->value.len)};
-    }
-    return fields;
+    return UINT64_C(1) << (len < 63 ? len : 63);
 }
 
-static void replace_fields(h2o_req_t *req, const mg_ctx_response_t *res)
+static void fields_init(answer_fields_t *f, h2o_req_t *req)
 {
-    req->res.headers = (h2o_headers_t){NULL, 0, 0};
-    for (size_t i = 0; i < res->num_headers; i++) {
-        const mg_header_t *h = &res->headers[i];
-        h2o_add_header_by_str(&req->pool, &req->res.headers, h->name.base, h->name.len, 1, NULL, h->value.base, h->value.len);
+    f->req = req;
+    f->got = MG_STR_NULL;
+    f->lengths = 0;
+    for (size_t i = 0; i < req->res.headers.size; i++)
+        f->lengths |= length_bit(req->res.headers.entries[i].name->len);
+}
+
+/* No field can be named `name`: none has its length. Most edits name a field the answer lacks,
+ * and then need no search. */
+static int fields_lack(const answer_fields_t *f, mg_str_t name)
+{
+    return (f->lengths & length_bit(name.len)) == 0;
+}
+
+static const mg_str_t *fields_get(void *arg, mg_str_t name)
+{
+    answer_fields_t *f = arg;
+    ssize_t i = fields_lack(f, name) ? -1 : h2o_find_header_by_str(&f->req->res.headers, name.base, name.len, -1);
+    if (i < 0)
+        return NULL;
+    f->got = mg_str(f->req->res.headers.entries[i].value.base, f->req->res.headers.entries[i].value.len);
+    return &f->got;
+}
+
+/* Removes the fields named `name` from index `from` on; 1 when there was one. */
+static int fields_delete(h2o_headers_t *headers, mg_str_t name, ssize_t from)
+{
+    int found = 0;
+    for (ssize_t i = from; (i = h2o_find_header_by_str(headers, name.base, name.len, i - 1)) >= 0; found = 1)
+        h2o_delete_header(headers, i);
+    return found;
+}
+
+static int fields_edit(void *arg, int kind, mg_str_t name, mg_str_t value)
+{
+    answer_fields_t *f = arg;
+    h2o_req_t *req = f->req;
+    h2o_headers_t *headers = &req->res.headers;
+    if (kind == MG_ACTION_REMOVE_HEADER)
+        return !fields_lack(f, name) && fields_delete(headers, name, 0);
+    ssize_t first =
+        kind == MG_ACTION_SET_HEADER && !fields_lack(f, name) ? h2o_find_header_by_str(headers, name.base, name.len, -1) : -1;
+    if (first < 0) {
+        h2o_add_header_by_str(&req->pool, headers, name.base, name.len, 1, NULL, value.base, value.len);
+        f->lengths |= length_bit(name.len);
+        return 1;
+    }
+    headers->entries[first].value = h2o_iovec_init(value.base, value.len);
+    fields_delete(headers, name, first + 1);
+    return 1;
+}
+
+static void fields_drop_cors(void *arg)
+{
+    answer_fields_t *f = arg;
+    h2o_headers_t *headers = &f->req->res.headers;
+    if ((f->lengths & ~(length_bit(23) - 1)) == 0) /* "access-control-" and 8 more bytes at least */
+        return;
+    for (size_t i = headers->size; i-- > 0;) {
+        h2o_iovec_t *name = headers->entries[i].name;
+        if (name->len > 22 && memcmp(name->base, "access-control-", 15) == 0)
+            h2o_delete_header(headers, (ssize_t)i);
     }
 }
+
+static void fields_vary(void *arg, mg_str_t token)
+{
+    answer_fields_t *f = arg;
+    h2o_set_header_token(&f->req->pool, &f->req->res.headers, H2O_TOKEN_VARY, token.base, token.len);
+    f->lengths |= length_bit(4);
+}
+
+static const mg_fields_ops_t answer_fields_ops = {fields_get, fields_edit, fields_drop_cors, fields_vary};
 
 /* The context the templates read: the one kept with the request, or (when the route's templates
  * read none of it) one made of what the request keeps, which only lends its allocator. */
@@ -123,13 +192,14 @@ void mg_edits_apply(mg_request_t *r, h2o_req_t *req, int gateway_made)
     const mg_route_t *route = route_of(r, gateway_made);
     if (route == NULL || route->response_from == NULL)
         return;
-    mg_ctx_response_t res = {.status = req->res.status, .headers = fields_of(req), .num_headers = req->res.headers.size};
+    answer_fields_t fields;
+    fields_init(&fields, req);
+    mg_ctx_response_t res = {.status = req->res.status, .ops = &answer_fields_ops, .fields = &fields};
     res.status_text[mg_format_u64(res.status_text, (uint64_t)(req->res.status % 1000))] = '\0';
     ctx = context_of(r, &scratch);
     mg_alloc_t saved = ctx->alloc;
     ctx->alloc = (mg_alloc_t){pool_alloc, &req->pool};
-    if (mg_route_answer_edit(route, ctx, r->origin.base != NULL ? r->origin : origin_of(req), gateway_made, &res, &edit))
-        replace_fields(req, &res);
+    mg_route_answer_edit(route, ctx, r->origin.base != NULL ? r->origin : origin_of(req), gateway_made, &res, &edit);
     ctx->alloc = saved;
     if (edit.failed != 0)
         mg_stat_add(&r->worker->stats.response_action_failures, edit.failed);

@@ -56,13 +56,14 @@ static size_t base_fields(const mg_route_t *leaf, mg_ctx_t *ctx, const mg_route_
 void mg__route_explain_answer(const mg_route_t *leaf, mg_ctx_t *ctx, mg_str_t origin, const mg_route_query_t *q, int status,
                               int gateway_made, json_t *out)
 {
-    mg_header_t fields[65];
+    mg_header_t base[65];
     mg_answer_edit_t edit;
-    mg_ctx_response_t res = {.status = status, .headers = fields};
+    mg_fields_t fields = {base, 0, 65, ctx->alloc};
+    mg_ctx_response_t res = {.status = status, .ops = &mg_fields_array_ops, .fields = &fields};
     snprintf(res.status_text, sizeof(res.status_text), "%u", (unsigned)status % 1000u);
-    res.num_headers = base_fields(leaf, ctx, q, gateway_made, fields, 65);
+    fields.size = base_fields(leaf, ctx, q, gateway_made, base, 65);
     mg_route_answer_edit(leaf, ctx, origin, gateway_made, &res, &edit);
-    json_t *answer = json_pack("{s:i,s:o}", "status", status, "headers", fields_json(res.headers, res.num_headers));
+    json_t *answer = json_pack("{s:i,s:o}", "status", status, "headers", fields_json(fields.items, fields.size));
     if (edit.failed != 0)
         json_object_set_new(answer, "actions_left_out", json_integer((json_int_t)edit.failed));
     if (edit.cors_refused)

@@ -58,18 +58,26 @@ static const mg_header_t backend_fields[] = {
     {MG_STR("cache-control"), MG_STR("no-cache")},
 };
 
+static mg_fields_t fields;
+
+/* The answer's maker owns its fields: a copy, edited in place, grown when full (3 is full). */
 static mg_ctx_response_t answer(int status)
 {
-    mg_ctx_response_t res = {.status = status, .headers = backend_fields, .num_headers = 3};
+    fields.items = arena_alloc(NULL, 3 * sizeof(*fields.items));
+    memcpy(fields.items, backend_fields, sizeof(backend_fields));
+    fields.size = fields.capacity = 3;
+    fields.alloc = (mg_alloc_t){arena_alloc, NULL};
+    mg_ctx_response_t res = {.status = status, .ops = &mg_fields_array_ops, .fields = &fields};
     snprintf(res.status_text, sizeof(res.status_text), "%u", (unsigned)status % 1000u);
     return res;
 }
 
 static const char *field(const mg_ctx_response_t *res, const char *name, size_t nth)
 {
-    for (size_t i = 0; i != res->num_headers; ++i)
-        if (res->headers[i].name.len == strlen(name) && memcmp(res->headers[i].name.base, name, strlen(name)) == 0 && nth-- == 0)
-            return res->headers[i].value.base;
+    const mg_fields_t *f = res->fields;
+    for (size_t i = 0; i != f->size; ++i)
+        if (f->items[i].name.len == strlen(name) && memcmp(f->items[i].name.base, name, strlen(name)) == 0 && nth-- == 0)
+            return f->items[i].value.base;
     return NULL;
 }
 
@@ -121,7 +129,6 @@ Test(response, ancestors_first_later_ones_see_earlier_fields)
     cr_expect_str_eq(field(&res, "x-echo", 0), "201 books application/json acme");
     cr_expect_str_eq(field(&res, "x-again", 0), "201 books application/json acme");
     cr_expect_str_eq(field(&res, "cache-control", 0), "no-cache");
-    cr_expect_str_eq(backend_fields[1].name.base, "x-powered-by", "the answer's own array is never written");
 }
 
 Test(response, gateway_made_answers_get_the_always_ones_only)
