@@ -215,6 +215,15 @@ Test(response_compile, refused_names_and_shapes)
                   "routes.yaml:11:40: expected true or false, got 'maybe'");
 }
 
+Test(response_compile, a_value_written_with_cr_or_lf_is_refused_at_load)
+{
+    EXPECT_ERRORS("routes:\n"
+                  "  - name: r\n"
+                  "    response: [{set_header: {X-A: \"a\\r\\nSet-Cookie: x=1\"}, always: true}]\n"
+                  "    forward: api\n",
+                  "routes.yaml:3:35: a header value cannot contain control characters (CR, LF, NUL...)");
+}
+
 Test(response_compile, the_answers_variables_are_known_in_response_actions_only)
 {
     EXPECT_ERRORS("routes:\n"
