@@ -241,16 +241,22 @@ static int mg_action_read_template(mg_actions_builder_t *b, mg_action_kind_t kin
     return 0;
 }
 
+/* An unknown action key: the closest of `names`, else what is `expected` (`what`: "action" or
+ * "response action"). */
+static void mg_action_unknown_in(mg_actions_builder_t *b, const mg_node_t *key, const char *const *names, const char *what,
+                                 const char *expected)
+{
+    const char *near = mg_closest_word(key->u.scalar.str, names);
+    if (near != NULL)
+        mg_errors_add(b->errs, key, "unknown %s '%s' (did you mean '%s'?)", what, key->u.scalar.str, near);
+    else
+        mg_errors_add(b->errs, key, "unknown %s '%s' (expected one of: %s)", what, key->u.scalar.str, expected);
+}
+
 static void mg_action_unknown(mg_actions_builder_t *b, const mg_node_t *key)
 {
-    const char *near = mg_closest_word(key->u.scalar.str, mg_action_names);
-    if (near != NULL)
-        mg_errors_add(b->errs, key, "unknown action '%s' (did you mean '%s'?)", key->u.scalar.str, near);
-    else
-        mg_errors_add(b->errs, key,
-                      "unknown action '%s' (expected one of: set_header, add_header, remove_header, rewrite_path, set_method, "
-                      "set_query)",
-                      key->u.scalar.str);
+    mg_action_unknown_in(b, key, mg_action_names, "action",
+                         "set_header, add_header, remove_header, rewrite_path, set_method, set_query");
 }
 
 static const char *const mg_response_action_names[] = {"set_header", "add_header", "remove_header", NULL};
@@ -281,14 +287,8 @@ static int mg_response_item_split(mg_actions_builder_t *b, const mg_node_t *item
 
 static void mg_response_action_unknown(mg_actions_builder_t *b, const mg_node_t *key)
 {
-    const char *near = mg_closest_word(key->u.scalar.str, mg_response_action_names);
-    if (near != NULL)
-        mg_errors_add(b->errs, key, "unknown response action '%s' (did you mean '%s'?)", key->u.scalar.str, near);
-    else
-        mg_errors_add(b->errs, key,
-                      "unknown response action '%s' (expected one of: set_header, add_header, remove_header; the request's "
-                      "path, method and query are for `actions:`)",
-                      key->u.scalar.str);
+    mg_action_unknown_in(b, key, mg_response_action_names, "response action",
+                         "set_header, add_header, remove_header; the request's path, method and query are for `actions:`");
 }
 
 static int mg_response_action_read(mg_actions_builder_t *b, const mg_node_t *item)

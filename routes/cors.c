@@ -439,15 +439,8 @@ static int mg_cors_header_allowed(const mg_cors_t *c, mg_str_t name)
  * *refused. 1 when all are allowed. */
 static int mg_cors_headers_allowed(const mg_cors_t *c, mg_str_t list, mg_str_t *refused)
 {
-    for (size_t i = 0; i < list.len;) {
-        while (i < list.len && (list.base[i] == ' ' || list.base[i] == '\t' || list.base[i] == ','))
-            ++i;
-        size_t start = i;
-        while (i < list.len && list.base[i] != ',' && list.base[i] != ' ' && list.base[i] != '\t')
-            ++i;
-        mg_str_t name = mg_str(list.base + start, i - start);
-        if (name.len == 0)
-            continue;
+    mg_str_t name;
+    for (size_t pos = 0; mg__list_next(list, &pos, &name);) {
         if (!mg_is_token(name.base, name.len)) {
             *refused = MG_STR_NULL; /* not a name: nothing of it is worth repeating */
             return 0;

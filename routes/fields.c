@@ -66,15 +66,24 @@ static void mg_fields_drop_cors(void *arg)
     f->size = n;
 }
 
+int mg__list_next(mg_str_t list, size_t *pos, mg_str_t *item)
+{
+    size_t i = *pos;
+    while (i < list.len && (list.base[i] == ' ' || list.base[i] == '\t' || list.base[i] == ','))
+        ++i;
+    size_t start = i;
+    while (i < list.len && list.base[i] != ',' && list.base[i] != ' ' && list.base[i] != '\t')
+        ++i;
+    *pos = i;
+    *item = mg_str(list.base + start, i - start);
+    return i != start;
+}
+
 int mg__list_has(mg_str_t list, mg_str_t token)
 {
-    for (size_t i = 0; i < list.len;) {
-        while (i < list.len && (list.base[i] == ' ' || list.base[i] == '\t' || list.base[i] == ','))
-            ++i;
-        size_t start = i;
-        while (i < list.len && list.base[i] != ',' && list.base[i] != ' ' && list.base[i] != '\t')
-            ++i;
-        if (i - start == token.len && strncasecmp(list.base + start, token.base, token.len) == 0)
+    mg_str_t item;
+    for (size_t pos = 0; mg__list_next(list, &pos, &item);) {
+        if (item.len == token.len && strncasecmp(item.base, token.base, token.len) == 0)
             return 1;
     }
     return 0;

@@ -29,7 +29,9 @@ int mg__response_actions_compile(const mg_node_t *seq, mg_template_known_t known
  * add, the new one where the first was (set) or at the end (add, or set of an absent field); the
  * input is never written. Returns 1 when *headers changed, 0 when there was nothing to remove. */
 int mg__headers_edit(const mg_action_t *a, mg_str_t value, mg_alloc_t *alloc, const mg_header_t **headers, size_t *num);
-/* 1 when comma-separated list `list` holds `token` (any case): a Vary list (fields.c). */
+/* Comma-separated lists (fields.c): the next item of `list` from *pos on (spaces and tabs around
+ * it skipped), 0 when there is none left; and 1 when `list` holds `token` (any case). */
+int mg__list_next(mg_str_t list, size_t *pos, mg_str_t *item);
 int mg__list_has(mg_str_t list, mg_str_t token);
 
 /* Checks that scalar `node` is a method as set_method takes it (an upper-case token such as GET
