@@ -1,14 +1,16 @@
 """Keys and hostile tokens through the real gateway: a JWKS server on 127.0.0.1 that rotates its
 keys (no reload; a new kid verifies on its first request, which waits for the fetch it asked
-for), goes down, answers garbage, 10 MB, slowly or with 1,000 keys (the last good keys stay); no
-usable key at all (503, not 401); a flood of invented kids (one fetch per min_refresh); and each
-class of hostile token refused with its reason, never a crash, a hang or a fetch."""
+for), goes down, answers garbage, 10 MB, slowly or with 1,000 keys (the last good keys stay, and
+the log names why); no usable key at all (503, not 401); a flood of invented kids (one fetch per
+min_refresh); and each class of hostile token refused with its reason, never a crash, a hang or
+a fetch."""
 
 import base64
 import hashlib
 import hmac
 import itertools
 import json
+import re
 import time
 
 import jwt
@@ -56,6 +58,18 @@ def test_a_new_kid_is_picked_up_and_a_removed_one_stops_without_a_reload(start_g
         srv.stop()
 
 
+def failures(k1):
+    """Each failed fetch: what the server answers (body, status, delay) and the reason the log names,
+    so that a size cap is told from a parse failure or a timeout."""
+    many = {"keys": [dict(k1.jwk(), kid=f"k{i}") for i in range(1000)]}
+    return {"down": (None, "Couldn't connect to server"),
+            "garbage": ((b"\x00not json{", 200, 0.0), "not a JSON document"),
+            "huge": ((b'{"keys": [' + b" " * (10 << 20) + b"]}", 200, 0.0), f"the answer is larger than {1 << 20} bytes"),
+            "slow": ((jwks(k1), 200, 6.0), "Timeout was reached"),
+            "many": ((many, 200, 0.0), "1000 keys: a set holds at most 100"),
+            "status": ((jwks(k1), 500, 0.0), "status 500")}
+
+
 @pytest.mark.parametrize("failure", ["down", "garbage", "huge", "slow", "many", "status"])
 def test_a_failed_fetch_keeps_the_last_good_keys(start_gateway, backend, failure):
     k1 = SigningKey("rsa", "k1")
@@ -66,19 +80,18 @@ def test_a_failed_fetch_keeps_the_last_good_keys(start_gateway, backend, failure
         token = k1.sign()
         assert status_of(gw, token)[0] == 200
         before = gw.metrics()['matchgate_auth_jwks_fetch_failures_total{authenticator="corp"}']
-        if failure == "down":
+        answer, reason = failures(k1)[failure]
+        if answer is None:
             srv.stop()
         else:
-            many = {"keys": [dict(k1.jwk(), kid=f"k{i}") for i in range(1000)]}
-            srv.serve({"garbage": b"\x00not json{", "huge": b'{"keys": [' + b" " * (10 << 20) + b"]}", "slow": jwks(k1),
-                       "many": many, "status": jwks(k1)}[failure], status=500 if failure == "status" else 200,
-                      delay=6.0 if failure == "slow" else 0.0)
+            srv.serve(*answer)
         failed = wait_until(lambda: gw.metrics()['matchgate_auth_jwks_fetch_failures_total{authenticator="corp"}'] > before, 10)
         assert failed, gw.stderr()[-2000:]
         assert status_of(gw, token)[0] == 200
         assert status_of(gw, k1.sign())[0] == 200  # a token never cached: verified with the keys held
         assert gw.metrics()['matchgate_auth_jwks_keys{authenticator="corp"}'] == 1
-        assert "keeping the 1 key held" in gw.stderr()
+        line = rf"matchgate: auth 'corp': fetching {re.escape(srv.url)} failed \({re.escape(reason)}.*\): keeping the 1 key held"
+        assert re.search(line, gw.stderr()), gw.stderr()[-2000:]
     finally:
         if failure != "down":
             srv.stop()
