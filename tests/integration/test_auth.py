@@ -95,6 +95,21 @@ def test_401_and_403_answers_follow_rfc_6750(ab):
     assert len(v1.received("/orders")) == 1  # the 403 never reached the backend
 
 
+def test_a_cached_token_is_refused_once_past_its_exp(start_gateway, backend, idp):
+    key, srv = idp
+    gw = start_gateway(gateway_config(free_port(), backends={"app": [backend.url]}, workers=1,  # one cache
+                                      auth={"corp": jwt_authenticator(srv.url, clock_skew="0s")},
+                                      routes=[{"name": "r", "auth": "corp", "forward": "app"}]))
+    exp = int(time.time()) + 4
+    token = key.sign(exp=exp)
+    assert [request(gw.port, "GET", "/c", headers=bearer(token))[0] for _ in range(2)] == [200, 200]  # verified, then cached
+    time.sleep(max(0.0, exp + 1.2 - time.time()))  # the clock's whole second is past exp
+    status, headers, _ = request(gw.port, "GET", "/late", headers=bearer(token))
+    assert status == 401
+    assert headers["WWW-Authenticate"].endswith('error_description="the token has expired"')
+    assert not backend.received("/late")
+
+
 def test_a_bad_token_is_ignored_on_an_auth_none_route(ab):
     gw, key, v1, _ = ab
     status, _, _ = request(gw.port, "GET", "/public/x", headers=bearer("not.a.token"))
