@@ -74,13 +74,15 @@ static mg_str_t mg_query_value(const mg_ctx_t *ctx, mg_str_t name)
 }
 
 /* A header source is present only when its prefix is there too: "Basic ..." is not a bearer
- * token, and is left to whoever understands it. A header given twice is present (and refused). */
+ * token, and is left to whoever understands it. A header given twice is present (and refused).
+ * `{header: N}` without `prefix:` has a prefix of base NULL, which strncasecmp must never get,
+ * not even for 0 bytes (its arguments are declared nonnull). */
 static mg_str_t mg_header_value(const mg_auth_source_t *src, const mg_ctx_t *ctx, int *several)
 {
     mg_str_t v = mg_single_header(ctx, src->name, several);
     if (v.base == NULL)
         return v;
-    if (v.len < src->prefix.len || strncasecmp(v.base, src->prefix.base, src->prefix.len) != 0)
+    if (v.len < src->prefix.len || (src->prefix.len != 0 && strncasecmp(v.base, src->prefix.base, src->prefix.len) != 0))
         return *several ? mg_str("", 0) : MG_STR_NULL;
     v = mg_str(v.base + src->prefix.len, v.len - src->prefix.len);
     while (v.len != 0 && (v.base[v.len - 1] == ' ' || v.base[v.len - 1] == '\t'))
