@@ -57,6 +57,12 @@ def bearer(token):
     return {"Authorization": f"Bearer {token}"}
 
 
+def jwks_file(path, *keys):
+    """Writes the JWK Set of `keys` to `path` (for `jwks: {file: ...}`); returns the path."""
+    path.write_text(json.dumps(jwks(*keys)))
+    return path
+
+
 class JwksServer(ThreadingHTTPServer):
     """Serves `body` (a dict as JSON, or bytes) at any path with `status`, after `delay` seconds;
     `down()` makes it refuse connections (it stops listening). `requests` counts what arrived."""

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import h2client
-from auth_support import AUDIENCE, ISSUER, JwksServer, SigningKey, bearer, jwks, jwt_authenticator
+from auth_support import AUDIENCE, ISSUER, JwksServer, SigningKey, bearer, jwks, jwks_file, jwt_authenticator
 from support import free_port, gateway_config, request, run_matchgate
 
 
@@ -64,6 +64,30 @@ def test_the_brief_a_b_routing_on_verified_claims(ab):
     assert status == 401
     assert headers["WWW-Authenticate"] == 'Bearer realm="matchgate"'  # RFC 6750 3.1: no error without a credential
     assert headers["X-Matchgate-Error"] == "unauthenticated"
+
+
+def test_the_first_declared_authenticator_whose_source_is_present_decides(start_gateway, backend, tmp_path):
+    """zeta is declared before alpha (names in the other order: declaration decides, not the name);
+    both read the bearer header, alpha reads X-Token too."""
+    zk, ak = SigningKey("rsa", "z1"), SigningKey("ec", "a1")
+    auth = {"zeta": jwt_authenticator(jwks_file=jwks_file(tmp_path / "zeta.json", zk)),
+            "alpha": jwt_authenticator(jwks_file=jwks_file(tmp_path / "alpha.json", ak),
+                                       **{"from": [{"header": "Authorization", "prefix": "Bearer "}, {"header": "X-Token"}]})}
+    routes = [{"name": "alpha-only", "match": {"path": {"prefix": "/alpha"}}, "auth": "alpha", "forward": "app"},
+              {"name": "either", "auth": ["zeta", "alpha"], "forward": "app"}]
+    gw = start_gateway(gateway_config(free_port(), backends={"app": [backend.url]}, auth=auth, routes=routes))
+
+    def answer(path, headers):
+        status, hdrs, _ = request(gw.port, "GET", path, headers=headers)
+        return status, re.sub(r'.*error_description="([^"]*)".*', r"\1", hdrs.get("WWW-Authenticate", ""))
+    assert answer("/any", bearer(zk.sign())) == (200, "")
+    # alpha's token in the shared header: zeta decides and refuses it, alpha never sees it
+    assert answer("/any", bearer(ak.sign())) == (401, "the token's signing key is unknown")
+    assert answer("/alpha/1", bearer(zk.sign())) == (401, "the credential is not accepted on this route")
+    assert answer("/alpha/2", {"X-Token": ak.sign()}) == (200, "")  # only alpha reads X-Token
+    assert answer("/alpha/3", dict(bearer(zk.sign()), **{"X-Token": ak.sign()})) == \
+        (401, "the credential is not accepted on this route")  # zeta's source is present: zeta decides
+    assert [r.path for r in backend.received()] == ["/any", "/alpha/2"]
 
 
 def test_a_claim_test_is_unknown_without_a_credential_whatever_not_says(ab):
