@@ -13,7 +13,7 @@ import pytest
 
 import h2client
 from auth_support import AUDIENCE, ISSUER, JwksServer, SigningKey, bearer, jwks, jwks_file, jwt_authenticator
-from support import free_port, gateway_config, request, run_matchgate
+from support import free_port, gateway_config, request, run_matchgate, to_yaml
 
 
 @pytest.fixture
@@ -184,6 +184,26 @@ def test_a_tenant_from_a_verified_claim_and_a_forged_header_spends_nothing(start
     victim = key.sign({"tid": "victim"})
     statuses = [request(gw.port, "GET", "/v", headers=bearer(victim))[0] for _ in range(4)]
     assert statuses == [200, 200, 200, 429]
+
+
+def test_check_warns_about_tenants_from_a_header_unless_trusted_proxies(tmp_path):
+    tenants = {"identify": [{"claim": "tid"}, {"header": "X-Tenant-Id"}]}
+    path, keys = tmp_path / "gw.yaml", jwks_file(tmp_path / "k.json", SigningKey("ec", "e1"))
+    for trusted, warns in ((None, True), (["10.0.0.0/8"], False)):
+        conf = gateway_config(free_port(), auth={"corp": jwt_authenticator(jwks_file=keys)},
+                              tenants=dict(tenants, **({"trusted_proxies": trusted} if trusted else {})),
+                              routes=[{"name": "r", "auth": "optional", "respond": {"status": 200}}])
+        path.write_text(to_yaml(conf) + "\n")
+        line = path.read_text().splitlines().index("    - header: X-Tenant-Id") + 1
+        res = run_matchgate("--check", "-c", path)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.startswith(f"{path}: ok"), res.stdout
+        if warns:
+            assert res.stderr == (f"{path}:{line}:7: warning: any client can set header 'x-tenant-id' and spend that tenant's "
+                                  "quota: identify tenants by a verified credential ({claim: NAME}, {api_key: tenant}) or list "
+                                  "the proxies whose header is believed in tenants.trusted_proxies\n")
+        else:
+            assert res.stderr == ""
 
 
 def test_http2_requests_are_authenticated_too(ab):
