@@ -1,9 +1,11 @@
 """Who is calling, verified at the edge, through the real gateway: tokens signed here
 (python3-jwt, python3-cryptography) against keys a real JWKS server on 127.0.0.1 serves. The
-brief's A/B routing on claims, RFC 6750 answers, claims to the backend and the client's copies
-stripped, a tenant from a verified claim (and a forged X-Tenant-Id spending nothing of the
-victim's), HTTP/2, API keys, metrics and the access log. Key rotation, fetch failures and hostile
-tokens are in test_auth_keys.py; WebSockets in test_auth_ws.py."""
+brief's A/B routing on claims, which of two authenticators decides, RFC 6750 answers, a cached
+token refused past its exp, claims to the backend and the client's copies stripped, a tenant from
+a verified claim (and a forged X-Tenant-Id spending nothing of the victim's) and --check's warning
+about a tenant header, HTTP/2, API keys (a reload reads their file again), metrics and the access
+log. Key rotation, fetch failures and hostile tokens are in test_auth_keys.py; claims in templates
+in test_auth_claims.py; WebSockets in test_auth_ws.py."""
 
 import json
 import re
@@ -12,7 +14,7 @@ import time
 import pytest
 
 import h2client
-from auth_support import AUDIENCE, ISSUER, JwksServer, SigningKey, bearer, jwks, jwks_file, jwt_authenticator
+from auth_support import AUDIENCE, ISSUER, JwksServer, SigningKey, api_key, bearer, jwks, jwks_file, jwt_authenticator
 from support import free_port, gateway_config, request, run_matchgate, to_yaml
 
 
@@ -217,12 +219,9 @@ def test_http2_requests_are_authenticated_too(ab):
 
 
 def test_api_keys_by_their_hash(start_gateway, backend, tmp_path):
-    res = run_matchgate("hash-key", "acme", '{"sub": "batch-7"}')
-    assert res.returncode == 0, res.stderr
-    key = re.search(r"new key \(.*\): (\S+)", res.stderr).group(1)
-    assert key not in res.stdout  # the file never holds the key
+    key, line = api_key("acme", {"sub": "batch-7"})
     keys = tmp_path / "keys.txt"
-    keys.write_text("# partners\n" + res.stdout)
+    keys.write_text("# partners\n" + line)
     port = free_port()
     gw = start_gateway(gateway_config(
         port, backends={"app": [backend.url]},
@@ -236,6 +235,20 @@ def test_api_keys_by_their_hash(start_gateway, backend, tmp_path):
     assert headers["WWW-Authenticate"].startswith('ApiKey realm="matchgate", error="invalid_token"')
     # the key's tenant has its quota
     assert [request(gw.port, "GET", "/k3", headers={"X-Api-Key": key})[0] for _ in range(2)] == [200, 429]
+
+
+def test_a_reload_reads_the_keys_file_again(start_gateway, backend, tmp_path):
+    (kept, kept_line), (removed, removed_line), (added, added_line) = (api_key(t) for t in ("acme", "globex", "initech"))
+    keys = tmp_path / "keys.txt"
+    keys.write_text(kept_line + removed_line)
+    gw = start_gateway(gateway_config(free_port(), backends={"app": [backend.url]},
+                                      auth={"partners": {"api_key": {"keys_file": str(keys)}}},
+                                      routes=[{"name": "r", "auth": "partners", "forward": "app"}]))
+    statuses = lambda: [request(gw.port, "GET", "/k", headers={"X-Api-Key": k})[0] for k in (kept, removed, added)]
+    assert statuses() == [200, 200, 401]
+    keys.write_text(kept_line + added_line)  # the configuration file itself is unchanged
+    assert "configuration reloaded" in gw.reload()
+    assert statuses() == [200, 401, 200]
 
 
 def test_metrics_and_access_log_show_the_outcomes(start_gateway, backend, idp, tmp_path):
