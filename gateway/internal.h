@@ -245,6 +245,7 @@ typedef struct mg_request {
     mg_decision_t limit;         /* the quota decision shown in RateLimit-* (has_limit) */
     int has_limit;
     struct mg_limits_wait *quota_wait; /* made at its first quota decision through the store (limits.c) */
+    struct mg_keys_wait *keys_wait;    /* made when it waits for a fetch of its token's keys (keys_wait.c) */
     /* W3C trace context (trace.h): the trace id for the access log, and the traceparent the
      * backend gets (the client's trace with the gateway's span, or a new trace); kept_state: the
      * client's traceparent was valid, so its tracestate goes on too */
@@ -310,6 +311,14 @@ void mg_request_send_auth(mg_request_t *r, const mg_auth_decision_t *d);
  * hop-by-hop fields and those the client's Connection names removed from req->headers; -1 after
  * a 400 (the connection closed when an HTTP/1 head breaks RFC 9112's framing rules). */
 int mg_request_check(mg_request_t *r);
+/* keys_wait.c. When r->auth has a keys_ticket (its token names a kid the keys lack, and a fetch
+ * of them is on its way) and the request has not waited yet: 1, and `again` runs on the loop
+ * once that fetch has ended (or after the fetch's timeout and a second), to authenticate it
+ * anew. Otherwise 0, with the verification settled (counted): it is final. */
+typedef struct mg_keys_wait mg_keys_wait_t;
+int mg_request_wait_keys(mg_request_t *r, void (*again)(mg_request_t *r));
+/* Stops the wait of a request that is disposed of (the client left). */
+void mg_request_wait_keys_cancel(mg_request_t *r);
 /* Writes the access log line for `r` once (later calls do nothing). */
 void mg_request_log(mg_request_t *r);
 

@@ -24,7 +24,7 @@ static void put_help(FILE *out, const char *name, const char *type, const char *
 static void put_outcomes(FILE *out, const mg_auth_conf_t *ac)
 {
     put_help(out, "matchgate_auth_requests_total", "counter",
-             "Credentials an authenticator checked, by result: ok, or why it was refused (unavailable: no usable key).");
+             "Credentials an authenticator checked, by result: ok, or why it was refused (no_keys: no usable key).");
     for (size_t i = 0; i < ac->num_authenticators; i++)
         for (int r = 0; r < MG_AUTH_NUM_REASONS; r++)
             put_sample(out, "matchgate_auth_requests_total", ac->authenticators[i]->name, mg_auth_reason_label((mg_auth_reason_t)r),

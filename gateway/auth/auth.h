@@ -328,8 +328,16 @@ void mg_keyring_stats(mg_keyring_t *ring, mg_keyring_stats_t *out);
  * kids costs one fetch. Cheap when a fetch is already asked for. Returns 1 when this call asked.
  */
 int mg_keyring_want(mg_keyring_t *ring, uint64_t min_interval_ms, int64_t now_ms);
-/* The fetcher's side: 1 (and the request cleared) when a fetch was asked for since the last call. */
-int mg_keyring_take_want(mg_keyring_t *ring);
+/* The fetcher's side: the ticket of the ask (nonzero; the ask cleared) when a fetch was asked for
+ * since the last call, else 0. Once the fetch has ended, whatever its outcome (a set installed or
+ * the old one kept), the fetcher calls mg_keyring_answer with it. */
+uint64_t mg_keyring_take_want(mg_keyring_t *ring);
+void mg_keyring_answer(mg_keyring_t *ring, uint64_t ticket);
+/* The ticket of the latest ask while a fetch that answers it is still to end (asked, or on its
+ * way), else 0; and whether `ticket` has been answered (a load of an atomic: a waiting request
+ * polls it). */
+uint64_t mg_keyring_pending(const mg_keyring_t *ring);
+int mg_keyring_answered(const mg_keyring_t *ring, uint64_t ticket);
 /* Registers the condition the fetcher sleeps on, signalled by mg_keyring_want (NULL: none). */
 void mg_keyring_set_waker(mg_keyring_t *ring, pthread_mutex_t *lock, pthread_cond_t *cond);
 
@@ -369,6 +377,9 @@ typedef struct mg_auth_result {
     mg_auth_reason_t reason;
     mg_identity_t *identity; /* MG_AUTH_VERIFIED: one reference, the caller's to release */
     int cached;              /* the verification came from the cache */
+    /* nonzero: the token names a kid the keys lack (or there are no keys) and a fetch of by->keys
+     * is on its way (mg_keyring_pending's ticket); the outcome is not counted yet */
+    uint64_t keys_ticket;
 } mg_auth_result_t;
 
 /*
@@ -376,10 +387,14 @@ typedef struct mg_auth_result {
  * one of whose sources is present in `ctx` (headers, the Cookie header, the query) decides. A
  * token is verified through `cache` (NULL: every time) at `now_ms` (CLOCK_REALTIME ms). An
  * unknown kid or an empty key set asks for a new fetch (mg_keyring_want). Counts the outcome on
- * the authenticator (shard `worker`).
+ * the authenticator (shard `worker`), but for a result with a keys_ticket: the caller may wait
+ * for that fetch (mg_keyring_answered) and authenticate again, or take the result as it is and
+ * count it with mg_auth_settle.
  */
 void mg_auth_authenticate(const mg_auth_conf_t *ac, mg_auth_cache_t *cache, uint64_t conf_generation, const mg_ctx_t *ctx,
                           int64_t now_ms, unsigned worker, mg_auth_result_t *res);
+/* Counts the outcome of a result with a keys_ticket, which is cleared (nothing otherwise). */
+void mg_auth_settle(mg_auth_result_t *res, unsigned worker);
 
 /* The credential of source `src` in ctx (the header's value past its prefix, the cookie's value,
  * the query parameter's value percent-decoded into ctx->alloc memory); base NULL when absent. */

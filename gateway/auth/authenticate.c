@@ -74,13 +74,15 @@ static mg_str_t mg_query_value(const mg_ctx_t *ctx, mg_str_t name)
 }
 
 /* A header source is present only when its prefix is there too: "Basic ..." is not a bearer
- * token, and is left to whoever understands it. A header given twice is present (and refused). */
+ * token, and is left to whoever understands it. A header given twice is present (and refused).
+ * `{header: N}` without `prefix:` has a prefix of base NULL, which strncasecmp must never get,
+ * not even for 0 bytes (its arguments are declared nonnull). */
 static mg_str_t mg_header_value(const mg_auth_source_t *src, const mg_ctx_t *ctx, int *several)
 {
     mg_str_t v = mg_single_header(ctx, src->name, several);
     if (v.base == NULL)
         return v;
-    if (v.len < src->prefix.len || strncasecmp(v.base, src->prefix.base, src->prefix.len) != 0)
+    if (v.len < src->prefix.len || (src->prefix.len != 0 && strncasecmp(v.base, src->prefix.base, src->prefix.len) != 0))
         return *several ? mg_str("", 0) : MG_STR_NULL;
     v = mg_str(v.base + src->prefix.len, v.len - src->prefix.len);
     while (v.len != 0 && (v.base[v.len - 1] == ' ' || v.base[v.len - 1] == '\t'))
@@ -107,19 +109,32 @@ mg_str_t mg_auth_source_value(const mg_auth_source_t *src, const mg_ctx_t *ctx)
     return mg_source_value(src, ctx, &several);
 }
 
+/* A result that may yet change (a fetch it can wait for is on its way) is counted when settled. */
 static void mg_finish(mg_auth_result_t *res, mg_auth_reason_t reason, unsigned worker)
 {
     res->reason = reason;
     res->outcome = reason == MG_AUTH_OK ? MG_AUTH_VERIFIED : reason == MG_AUTH_NO_KEYS ? MG_AUTH_UNAVAILABLE : MG_AUTH_FAILED;
-    mg_auth_count(res->by, worker, reason);
+    if (res->keys_ticket == 0)
+        mg_auth_count(res->by, worker, reason);
+}
+
+void mg_auth_settle(mg_auth_result_t *res, unsigned worker)
+{
+    if (res->keys_ticket == 0)
+        return;
+    res->keys_ticket = 0;
+    mg_auth_count(res->by, worker, res->reason);
 }
 
 /* A token the keys could not decide: an unknown kid, or no keys yet. The fetcher is asked to look
- * again (at most once per min_refresh), for JWKS that come from a url. */
-static void mg_want_keys(const mg_authenticator_t *a, mg_auth_reason_t reason, int64_t now_ms)
+ * again (at most once per min_refresh), for JWKS that come from a url; the ticket of a fetch on
+ * its way (this ask's or an earlier one's), or 0. */
+static uint64_t mg_want_keys(const mg_authenticator_t *a, mg_auth_reason_t reason, int64_t now_ms)
 {
-    if (a->jwks_url != NULL && a->keys != NULL && (reason == MG_AUTH_UNKNOWN_KEY || reason == MG_AUTH_NO_KEYS))
-        mg_keyring_want(a->keys, a->min_refresh_ms, now_ms);
+    if (a->jwks_url == NULL || a->keys == NULL || (reason != MG_AUTH_UNKNOWN_KEY && reason != MG_AUTH_NO_KEYS))
+        return 0;
+    mg_keyring_want(a->keys, a->min_refresh_ms, now_ms);
+    return mg_keyring_pending(a->keys);
 }
 
 /* The time a verified token stays cached: until its exp (with the skew it is granted), at most ttl. */
@@ -155,7 +170,7 @@ static mg_auth_reason_t mg_verify_token(const mg_authenticator_t *a, mg_auth_cac
     res->identity = jr.identity;
     if (jr.reason == MG_AUTH_OK && cacheable)
         mg__auth_cache_put(cache, &key, jr.identity, mg_expiry(a, jr.identity, now_ms));
-    mg_want_keys(a, jr.reason, now_ms);
+    res->keys_ticket = mg_want_keys(a, jr.reason, now_ms);
     return jr.reason;
 }
 

@@ -2,9 +2,10 @@
  * JWKS urls, fetched off the request path: one thread for the process, with libcurl's easy
  * interface (a fetch may wait on a slow server for its whole timeout; the workers never do). Each
  * url is fetched at start, every `refresh`, and at once when a request met an unknown kid or an
- * empty ring (mg_keyring_want, at most once per min_refresh). A fetch that fails, or whose answer
- * is not a usable key set, keeps the keys held: one line on stderr and a count. After a failure
- * the url is tried again after 1 s, doubling up to min_refresh.
+ * empty ring (mg_keyring_want, at most once per min_refresh); the requests waiting for such a
+ * fetch go on when it ends (mg_keyring_answer). A fetch that fails, or whose answer is not a
+ * usable key set, keeps the keys held: one line on stderr and a count. After a failure the url is
+ * tried again after 1 s, doubling up to min_refresh.
  */
 #include <curl/curl.h>
 #include <stdio.h>
@@ -167,14 +168,15 @@ static int mg_visit(mg_auth_fetcher_t *f, const mg_authenticator_t *a, int64_t *
     if (st == NULL)
         return 0;
     mg_keyring_set_waker(a->keys, &f->lock, &f->cond);
-    int wanted = mg_keyring_take_want(a->keys);
+    uint64_t ticket = mg_keyring_take_want(a->keys);
     int64_t now = mg_mono_ms();
-    if (!wanted && now < st->next_ms) {
+    if (ticket == 0 && now < st->next_ms) {
         *wake_ms = st->next_ms < *wake_ms ? st->next_ms : *wake_ms;
         return 0;
     }
     pthread_mutex_unlock(&f->lock);
     int ok = mg_fetch(a) == 0;
+    mg_keyring_answer(a->keys, ticket); /* the requests waiting for this fetch verify again */
     pthread_mutex_lock(&f->lock);
     now = mg_mono_ms();
     st->fetched |= ok;

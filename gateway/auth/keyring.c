@@ -18,9 +18,14 @@ struct mg_keyring {
     atomic_uint_fast64_t generation;
     uint64_t fetches, failures;
     int64_t last_good_ms;
-    /* a fetch asked for by a request (mg_keyring_want), and when one was last asked */
+    /* a fetch asked for by a request (mg_keyring_want), and when one was last asked; both written
+     * under the lock, read without it on the fast path */
     atomic_int wanted;
     atomic_int_fast64_t wanted_at_ms;
+    /* tickets: `asks` counts the asks (written under the lock), `answered` is the last one a
+     * finished fetch took; a request waits for its ticket to be answered (mg_keyring_pending) */
+    atomic_uint_fast64_t asks;
+    atomic_uint_fast64_t answered;
     pthread_mutex_t *waker_lock;
     pthread_cond_t *waker;
 };
@@ -132,30 +137,58 @@ void mg_keyring_stats(mg_keyring_t *ring, mg_keyring_stats_t *out)
 }
 
 /* Only the first request of a flood reaches the lock: the flag is set until the fetcher takes it,
- * and `min_interval_ms` spaces the asks out. */
+ * and `min_interval_ms` spaces the asks out. Both are checked again under the lock, where the
+ * ask takes its ticket, so that a fetcher taking the flag never misses the ticket of its ask. */
 int mg_keyring_want(mg_keyring_t *ring, uint64_t min_interval_ms, int64_t now_ms)
 {
     if (atomic_load_explicit(&ring->wanted, memory_order_relaxed) ||
         now_ms - atomic_load_explicit(&ring->wanted_at_ms, memory_order_relaxed) < (int64_t)min_interval_ms)
         return 0;
-    if (atomic_exchange(&ring->wanted, 1))
-        return 0;
-    atomic_store_explicit(&ring->wanted_at_ms, now_ms, memory_order_relaxed);
     pthread_mutex_lock(&ring->lock);
+    int asked = !atomic_load_explicit(&ring->wanted, memory_order_relaxed) &&
+                now_ms - atomic_load_explicit(&ring->wanted_at_ms, memory_order_relaxed) >= (int64_t)min_interval_ms;
+    if (asked) {
+        atomic_store_explicit(&ring->wanted, 1, memory_order_relaxed);
+        atomic_store_explicit(&ring->wanted_at_ms, now_ms, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ring->asks, 1, memory_order_relaxed);
+    }
     pthread_mutex_t *lock = ring->waker_lock;
     pthread_cond_t *waker = ring->waker;
     pthread_mutex_unlock(&ring->lock);
-    if (waker != NULL) {
+    if (asked && waker != NULL) {
         pthread_mutex_lock(lock);
         pthread_cond_signal(waker);
         pthread_mutex_unlock(lock);
     }
-    return 1;
+    return asked;
 }
 
-int mg_keyring_take_want(mg_keyring_t *ring)
+uint64_t mg_keyring_take_want(mg_keyring_t *ring)
 {
-    return atomic_exchange(&ring->wanted, 0);
+    pthread_mutex_lock(&ring->lock);
+    uint64_t ticket = atomic_load_explicit(&ring->wanted, memory_order_relaxed) ? atomic_load(&ring->asks) : 0;
+    atomic_store_explicit(&ring->wanted, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&ring->lock);
+    return ticket;
+}
+
+void mg_keyring_answer(mg_keyring_t *ring, uint64_t ticket)
+{
+    /* only the fetcher writes it, and its tickets only grow */
+    if (ticket > atomic_load_explicit(&ring->answered, memory_order_relaxed))
+        atomic_store_explicit(&ring->answered, ticket, memory_order_release);
+}
+
+/* Two loads, no lock: each request of a flood of invented kids calls it. */
+uint64_t mg_keyring_pending(const mg_keyring_t *ring)
+{
+    uint64_t ticket = atomic_load_explicit(&ring->asks, memory_order_relaxed);
+    return mg_keyring_answered(ring, ticket) ? 0 : ticket;
+}
+
+int mg_keyring_answered(const mg_keyring_t *ring, uint64_t ticket)
+{
+    return atomic_load_explicit(&ring->answered, memory_order_acquire) >= ticket;
 }
 
 void mg_keyring_set_waker(mg_keyring_t *ring, pthread_mutex_t *lock, pthread_cond_t *cond)

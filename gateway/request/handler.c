@@ -35,6 +35,7 @@ static void on_request_dispose(void *p)
 {
     mg_request_t *r = p;
     mg_limits_cancel(r); /* a quota decision still waiting for Redis */
+    mg_request_wait_keys_cancel(r);
     if (r->forward != NULL)
         mg_forward_cancel(r);
     if (r->tunnel != NULL)
@@ -318,27 +319,38 @@ static int refuse_failed_credential(mg_request_t *r, const mg_refusal_t *why)
     return 1;
 }
 
+static void serve(mg_request_t *r);
+
+/* The context is made (0), or the request refused (-1); or -1 too while it waits for the keys its
+ * token needs: serve() takes it up again once they are fetched. */
+static int make_context(mg_request_t *r, mg_ctx_t *ctx)
+{
+    mg_refusal_t why;
+    int rc = build_context(r, ctx, &why);
+    if (mg_request_wait_keys(r, serve))
+        return -1;
+    if (rc == 0)
+        r->tenant = ctx->tenant;
+    else if (why.undecided)
+        refuse_undecided(r, ctx);
+    else if (!refuse_failed_credential(r, &why))
+        mg_request_send_error(r, why.status, why.code, why.reason);
+    return rc;
+}
+
 /* What every request must pass before routing: size limits, a path, a Host, the credential and the
  * tenant rules. */
 static int admit(mg_request_t *r, mg_ctx_t *ctx)
 {
     h2o_req_t *req = r->req;
     const mg_config_t *conf = r->conf;
-    mg_refusal_t why;
 
-    if (req->entity.len > conf->limits.max_request_body) {
+    if (req->entity.len > conf->limits.max_request_body)
         mg_request_send_error(r, 413, "body-too-large", "request body exceeds limits.max_request_body");
-    } else if (header_bytes(req) > conf->limits.max_header_size) {
+    else if (header_bytes(req) > conf->limits.max_header_size)
         mg_request_send_error(r, 431, "headers-too-large", "request headers exceed limits.max_header_size");
-    } else if (build_context(r, ctx, &why) != 0) {
-        if (why.undecided)
-            refuse_undecided(r, ctx);
-        else if (!refuse_failed_credential(r, &why))
-            mg_request_send_error(r, why.status, why.code, why.reason);
-    } else {
-        r->tenant = ctx->tenant;
-        return 0;
-    }
+    else
+        return make_context(r, ctx);
     return -1;
 }
 
@@ -404,18 +416,18 @@ static void on_tenant_admitted(mg_request_t *r, mg_ctx_t *ctx)
  * and every request of a tenant counts, whatever its route makes of it. A request whose
  * credential failed is the exception: its route is chosen first, so that it spends no quota when
  * the route refuses it (only a route with `auth: none` takes it, as anonymous). A decision
- * waiting for the shared store (tenants.store) goes on from its answer.
+ * waiting for the shared store (tenants.store) goes on from its answer; a token waiting for the
+ * fetch of its keys comes back here (keys_wait.c).
  */
-static int on_req(h2o_handler_t *self, h2o_req_t *req)
+static void serve(mg_request_t *r)
 {
-    mg_request_t *r = request_new(mg_worker_of(req->conn->ctx), req);
     mg_ctx_t ctx;
 
-    if (mg_limits_check_connection(r) != 0 || mg_request_check(r) != 0 || admit(r, &ctx) != 0)
-        return 0;
+    if (admit(r, &ctx) != 0)
+        return;
     r->ctx = &ctx;
     /* a preflight carries no credential and spends no quota: it is answered before both */
-    if (mg_edits_is_preflight(req) && mg_edits_preflight(r, &ctx))
+    if (mg_edits_is_preflight(r->req) && mg_edits_preflight(r, &ctx))
         goto Exit;
     if ((r->auth.outcome == MG_AUTH_FAILED || r->auth.outcome == MG_AUTH_UNAVAILABLE) && choose_route(r, &ctx) != 0)
         goto Exit;
@@ -425,6 +437,14 @@ Exit:
     /* what outlives this call was copied (edits.c, limits.c): nothing may point at the stack */
     if (r->ctx == &ctx)
         r->ctx = NULL;
+}
+
+static int on_req(h2o_handler_t *self, h2o_req_t *req)
+{
+    mg_request_t *r = request_new(mg_worker_of(req->conn->ctx), req);
+
+    if (mg_limits_check_connection(r) == 0 && mg_request_check(r) == 0)
+        serve(r);
     return 0;
 }
 

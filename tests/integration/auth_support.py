@@ -4,6 +4,7 @@ python3-cryptography, and a real JWKS server on 127.0.0.1 whose answers a test c
 """
 
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,6 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
+
+from support import run_matchgate
 
 ISSUER = "https://idp.test/"
 AUDIENCE = "gateway"
@@ -55,6 +58,22 @@ def jwks(*keys):
 
 def bearer(token):
     return {"Authorization": f"Bearer {token}"}
+
+
+def jwks_file(path, *keys):
+    """Writes the JWK Set of `keys` to `path` (for `jwks: {file: ...}`); returns the path."""
+    path.write_text(json.dumps(jwks(*keys)))
+    return path
+
+
+def api_key(tenant, claims=None):
+    """A new API key from `matchgate hash-key`: (the key, its keys_file line). The line never holds
+    the key itself."""
+    res = run_matchgate("hash-key", tenant, *([json.dumps(claims)] if claims else []))
+    assert res.returncode == 0, res.stderr
+    key = re.search(r"new key \(.*\): (\S+)", res.stderr).group(1)
+    assert key not in res.stdout
+    return key, res.stdout
 
 
 class JwksServer(ThreadingHTTPServer):

@@ -1,9 +1,11 @@
 """Who is calling, verified at the edge, through the real gateway: tokens signed here
 (python3-jwt, python3-cryptography) against keys a real JWKS server on 127.0.0.1 serves. The
-brief's A/B routing on claims, RFC 6750 answers, claims to the backend and the client's copies
-stripped, a tenant from a verified claim (and a forged X-Tenant-Id spending nothing of the
-victim's), HTTP/2, API keys, metrics and the access log. Key rotation, fetch failures and hostile
-tokens are in test_auth_keys.py; WebSockets in test_auth_ws.py."""
+brief's A/B routing on claims, which of two authenticators decides, RFC 6750 answers, a cached
+token refused past its exp, claims to the backend and the client's copies stripped, a tenant from
+a verified claim (and a forged X-Tenant-Id spending nothing of the victim's) and --check's warning
+about a tenant header, HTTP/2, API keys (a reload reads their file again), metrics and the access
+log. Key rotation, fetch failures and hostile tokens are in test_auth_keys.py; claims in templates
+in test_auth_claims.py; WebSockets in test_auth_ws.py."""
 
 import json
 import re
@@ -12,8 +14,8 @@ import time
 import pytest
 
 import h2client
-from auth_support import AUDIENCE, ISSUER, JwksServer, SigningKey, bearer, jwks, jwt_authenticator
-from support import free_port, gateway_config, request, run_matchgate
+from auth_support import AUDIENCE, ISSUER, JwksServer, SigningKey, api_key, bearer, jwks, jwks_file, jwt_authenticator
+from support import free_port, gateway_config, request, run_matchgate, to_yaml, wait_until
 
 
 @pytest.fixture
@@ -66,6 +68,30 @@ def test_the_brief_a_b_routing_on_verified_claims(ab):
     assert headers["X-Matchgate-Error"] == "unauthenticated"
 
 
+def test_the_first_declared_authenticator_whose_source_is_present_decides(start_gateway, backend, tmp_path):
+    """zeta is declared before alpha (names in the other order: declaration decides, not the name);
+    both read the bearer header, alpha reads X-Token too."""
+    zk, ak = SigningKey("rsa", "z1"), SigningKey("ec", "a1")
+    auth = {"zeta": jwt_authenticator(jwks_file=jwks_file(tmp_path / "zeta.json", zk)),
+            "alpha": jwt_authenticator(jwks_file=jwks_file(tmp_path / "alpha.json", ak),
+                                       **{"from": [{"header": "Authorization", "prefix": "Bearer "}, {"header": "X-Token"}]})}
+    routes = [{"name": "alpha-only", "match": {"path": {"prefix": "/alpha"}}, "auth": "alpha", "forward": "app"},
+              {"name": "either", "auth": ["zeta", "alpha"], "forward": "app"}]
+    gw = start_gateway(gateway_config(free_port(), backends={"app": [backend.url]}, auth=auth, routes=routes))
+
+    def answer(path, headers):
+        status, hdrs, _ = request(gw.port, "GET", path, headers=headers)
+        return status, re.sub(r'.*error_description="([^"]*)".*', r"\1", hdrs.get("WWW-Authenticate", ""))
+    assert answer("/any", bearer(zk.sign())) == (200, "")
+    # alpha's token in the shared header: zeta decides and refuses it, alpha never sees it
+    assert answer("/any", bearer(ak.sign())) == (401, "the token's signing key is unknown")
+    assert answer("/alpha/1", bearer(zk.sign())) == (401, "the credential is not accepted on this route")
+    assert answer("/alpha/2", {"X-Token": ak.sign()}) == (200, "")  # only alpha reads X-Token
+    assert answer("/alpha/3", dict(bearer(zk.sign()), **{"X-Token": ak.sign()})) == \
+        (401, "the credential is not accepted on this route")  # zeta's source is present: zeta decides
+    assert [r.path for r in backend.received()] == ["/any", "/alpha/2"]
+
+
 def test_a_claim_test_is_unknown_without_a_credential_whatever_not_says(ab):
     gw, key, v1, v2 = ab
     assert request(gw.port, "GET", "/open/anon")[0] == 200
@@ -93,6 +119,21 @@ def test_401_and_403_answers_follow_rfc_6750(ab):
     status, _, _ = request(gw.port, "POST", "/orders", headers=bearer(key.sign({"scope": ["a", "orders:write"]})))
     assert status == 200
     assert len(v1.received("/orders")) == 1  # the 403 never reached the backend
+
+
+def test_a_cached_token_is_refused_once_past_its_exp(start_gateway, backend, idp):
+    key, srv = idp
+    gw = start_gateway(gateway_config(free_port(), backends={"app": [backend.url]}, workers=1,  # one cache
+                                      auth={"corp": jwt_authenticator(srv.url, clock_skew="0s")},
+                                      routes=[{"name": "r", "auth": "corp", "forward": "app"}]))
+    exp = int(time.time()) + 4
+    token = key.sign(exp=exp)
+    assert [request(gw.port, "GET", "/c", headers=bearer(token))[0] for _ in range(2)] == [200, 200]  # verified, then cached
+    time.sleep(max(0.0, exp + 1.2 - time.time()))  # the clock's whole second is past exp
+    status, headers, _ = request(gw.port, "GET", "/late", headers=bearer(token))
+    assert status == 401
+    assert headers["WWW-Authenticate"].endswith('error_description="the token has expired"')
+    assert not backend.received("/late")
 
 
 def test_a_bad_token_is_ignored_on_an_auth_none_route(ab):
@@ -147,6 +188,26 @@ def test_a_tenant_from_a_verified_claim_and_a_forged_header_spends_nothing(start
     assert statuses == [200, 200, 200, 429]
 
 
+def test_check_warns_about_tenants_from_a_header_unless_trusted_proxies(tmp_path):
+    tenants = {"identify": [{"claim": "tid"}, {"header": "X-Tenant-Id"}]}
+    path, keys = tmp_path / "gw.yaml", jwks_file(tmp_path / "k.json", SigningKey("ec", "e1"))
+    for trusted, warns in ((None, True), (["10.0.0.0/8"], False)):
+        conf = gateway_config(free_port(), auth={"corp": jwt_authenticator(jwks_file=keys)},
+                              tenants=dict(tenants, **({"trusted_proxies": trusted} if trusted else {})),
+                              routes=[{"name": "r", "auth": "optional", "respond": {"status": 200}}])
+        path.write_text(to_yaml(conf) + "\n")
+        line = path.read_text().splitlines().index("    - header: X-Tenant-Id") + 1
+        res = run_matchgate("--check", "-c", path)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.startswith(f"{path}: ok"), res.stdout
+        if warns:
+            assert res.stderr == (f"{path}:{line}:7: warning: any client can set header 'x-tenant-id' and spend that tenant's "
+                                  "quota: identify tenants by a verified credential ({claim: NAME}, {api_key: tenant}) or list "
+                                  "the proxies whose header is believed in tenants.trusted_proxies\n")
+        else:
+            assert res.stderr == ""
+
+
 def test_http2_requests_are_authenticated_too(ab):
     gw, key, v1, v2 = ab
     ok = h2client.get(gw.port, b"/api/customer/h2", extra=[(b"authorization", f"Bearer {key.sign()}".encode())])
@@ -158,12 +219,9 @@ def test_http2_requests_are_authenticated_too(ab):
 
 
 def test_api_keys_by_their_hash(start_gateway, backend, tmp_path):
-    res = run_matchgate("hash-key", "acme", '{"sub": "batch-7"}')
-    assert res.returncode == 0, res.stderr
-    key = re.search(r"new key \(.*\): (\S+)", res.stderr).group(1)
-    assert key not in res.stdout  # the file never holds the key
+    key, line = api_key("acme", {"sub": "batch-7"})
     keys = tmp_path / "keys.txt"
-    keys.write_text("# partners\n" + res.stdout)
+    keys.write_text("# partners\n" + line)
     port = free_port()
     gw = start_gateway(gateway_config(
         port, backends={"app": [backend.url]},
@@ -177,6 +235,20 @@ def test_api_keys_by_their_hash(start_gateway, backend, tmp_path):
     assert headers["WWW-Authenticate"].startswith('ApiKey realm="matchgate", error="invalid_token"')
     # the key's tenant has its quota
     assert [request(gw.port, "GET", "/k3", headers={"X-Api-Key": key})[0] for _ in range(2)] == [200, 429]
+
+
+def test_a_reload_reads_the_keys_file_again(start_gateway, backend, tmp_path):
+    (kept, kept_line), (removed, removed_line), (added, added_line) = (api_key(t) for t in ("acme", "globex", "initech"))
+    keys = tmp_path / "keys.txt"
+    keys.write_text(kept_line + removed_line)
+    gw = start_gateway(gateway_config(free_port(), backends={"app": [backend.url]},
+                                      auth={"partners": {"api_key": {"keys_file": str(keys)}}},
+                                      routes=[{"name": "r", "auth": "partners", "forward": "app"}]))
+    statuses = lambda: [request(gw.port, "GET", "/k", headers={"X-Api-Key": k})[0] for k in (kept, removed, added)]
+    assert statuses() == [200, 200, 401]
+    keys.write_text(kept_line + added_line)  # the configuration file itself is unchanged
+    assert "configuration reloaded" in gw.reload()
+    assert statuses() == [200, 401, 200]
 
 
 def test_metrics_and_access_log_show_the_outcomes(start_gateway, backend, idp, tmp_path):
@@ -194,8 +266,10 @@ def test_metrics_and_access_log_show_the_outcomes(start_gateway, backend, idp, t
     assert m['matchgate_auth_jwks_keys{authenticator="corp"}'] == 1
     assert m['matchgate_auth_jwks_fetches_total{authenticator="corp"}'] >= 1
     assert 0 <= m['matchgate_auth_jwks_age_seconds{authenticator="corp"}'] < 60
-    lines = [json.loads(l) for l in log.read_text().splitlines()]
-    assert [l.get("sub") for l in lines if l["path"] in ("/ok", "/old")] == ["carol", None]
+    # a line is written once its response is out: the client may read the file before that
+    logged = lambda: {l["path"]: l for l in map(json.loads, log.read_text().splitlines())}
+    assert wait_until(lambda: {"/ok", "/old"} <= set(logged()), 10), log.read_text()
+    assert logged()["/ok"]["sub"] == "carol" and "sub" not in logged()["/old"]
 
 
 def test_the_route_tool_shows_the_verification_and_the_claims(tmp_path):
@@ -262,7 +336,8 @@ def test_an_ec_coordinate_longer_than_its_curve_is_refused(tmp_path):
     import base64
     key = SigningKey("ec", "long")
     jwk = key.jwk()
-    x = base64.urlsafe_b64decode(jwk["x"] + "==")
+    # all 32 bytes of x: PyJWT's own x lacks a leading zero byte for one key in 256, and 1 + 31 fits
+    x = key.key.public_key().public_numbers().x.to_bytes(32, "big")
     jwk["x"] = base64.urlsafe_b64encode(b"\x00" + x).rstrip(b"=").decode()
     res = route_tool_verifies(tmp_path, {"keys": [jwk]}, key.sign())
     assert res.returncode != 0

@@ -99,16 +99,27 @@ def test_a_session_is_closed_with_1008_when_its_token_expires(start_gateway, bac
     assert after < 6
 
 
-def test_on_token_expiry_keep_lets_the_session_run(start_gateway, backend, ws_backend, idp):
+async def say(ws, path, op):
+    """One message of the session and whether its answer came: the tunnel's echo, or the bridge's
+    200 from the backend."""
+    if path == "/echo":
+        await ws.send(op)
+        return await ws.recv() == op
+    await ws.send(json.dumps({"id": op, "op": op}))
+    return json.loads(await ws.recv())["status"] == 200
+
+
+@pytest.mark.parametrize("path", ["/echo", "/sockets"])
+def test_on_token_expiry_keep_lets_the_session_run(start_gateway, backend, ws_backend, idp, path):
     key, srv = idp
     gw = start(start_gateway, backend, ws_backend, srv, on_token_expiry="keep")
-    token = key.sign(exp=int(time.time()) + 1)
+    token = key.sign({"sub": "erin"}, exp=int(time.time()) + 1)
 
     async def talk():
-        async with connect(f"ws://127.0.0.1:{gw.port}/echo", extra_headers=bearer(token)) as ws:
-            await ws.send("before")
-            assert await ws.recv() == "before"
+        async with connect(f"ws://127.0.0.1:{gw.port}{path}", extra_headers=bearer(token)) as ws:
+            before = await say(ws, path, "before")
             await asyncio.sleep(2.5)  # past the token's exp
-            await ws.send("after")
-            return await ws.recv()
-    assert run(talk()) == "after"
+            return before, await say(ws, path, "after")
+    assert run(talk()) == (True, True)
+    if path == "/sockets":  # the session's claims outlive its token
+        backend.wait_for("/users/erin/after")

@@ -1,8 +1,8 @@
 """docs/configuration.md says what the code does: every key of its key tables, every condition
 kind and every action it lists is accepted by `--check` (a key documented but not implemented,
 or renamed, is an "unknown key"), the documented settings run in a gateway, every admin endpoint
-of its Endpoints table answers 2xx there, and the endpoints its "Not yet implemented" section
-names answer 404.
+of its Endpoints table answers 2xx there, the endpoints its "Not yet implemented" section
+names answer 404, and every metric and access log field a gateway writes has its row.
 
 The page is read when the test runs, so keys added to its tables later are covered without
 changing this file. A value for each key is looked for in the page itself (the backticked
@@ -18,6 +18,7 @@ import subprocess
 import pytest
 import yaml
 
+from auth_support import SigningKey, bearer, jwks_file, jwt_authenticator
 from support import MATCHGATE, REPO, free_port, request, wait_until
 from wsbackend import connect, run
 
@@ -373,3 +374,41 @@ def test_documented_settings_run_and_every_endpoint_answers(start_gateway, tmp_p
         status, _, body = gw.admin_request(method, path, token=token)
         assert (status, json.loads(body)) == (404, {"error": "no such endpoint"}), (method, path, "is implemented now: "
                                                                                     "move it out of 'Not yet implemented'")
+
+
+# --------------------------------------------------------------------------------------
+# What a running gateway reports: its metrics and its access log's fields
+
+
+def documented_names(heading, column):
+    """Every backticked name of `column` in the tables under `heading`, labels cut off."""
+    return {re.sub(r"\{.*", "", name) for h, header, rows in tables() if h == heading for row in rows
+            for name in backticked(row.get(column))}
+
+
+def test_every_metric_and_access_log_field_is_in_its_table(start_gateway, backend, tmp_path):
+    """With an authenticator, a tenant and a verified request: each metric family /metrics serves
+    (its TYPE line) has a row in Metrics, and each field of the access log's line one in Access log."""
+    key, log, port = SigningKey("ec", "d1"), tmp_path / "access.log", free_port()
+    config = base_config(port, None)
+    config.update(admin={"address": f"127.0.0.1:{free_port()}"}, access_log={"path": str(log), "fields": ["user-agent"]},
+                  auth={"corp": jwt_authenticator(jwks_file=jwks_file(tmp_path / "jwks.json", key))},
+                  tenants={"identify": [{"claim": "tid"}]}, backends={"app": {"servers": [backend.url]}})
+    config["routes"] = [dict(ROUTE, auth="corp")]
+    gw = start_gateway(config)
+    assert request(port, "GET", "/x", headers=bearer(key.sign({"sub": "dana", "tid": "acme"})))[0] == 200
+    status, _, body = gw.admin_request("GET", "/metrics")
+    assert status == 200
+    text = body.decode()
+    served = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    assert {"matchgate_requests_total", "matchgate_auth_requests_total"} <= served
+    missing = sorted(served - documented_names("Metrics", "metric"))
+    assert not missing, f"metrics served but not in the Metrics table of {DOC.name}: {missing}"
+    results = set(re.findall(r'^matchgate_auth_requests_total\{authenticator="corp",result="([a-z_]+)"\}', text, re.M))
+    listed = {name for h, _, rows in tables() if h == "Metrics" for row in rows
+              if "matchgate_auth_requests_total" in row["metric"] for name in backticked(row["what"])}
+    assert len(results) > 10 and not results - listed, f"results not listed in {DOC.name}: {sorted(results - listed)}"
+    line = json.loads(wait_until(lambda: log.read_text().strip(), 10).splitlines()[-1])
+    assert line["sub"] == "dana"
+    missing = sorted(set(line) - documented_names("Access log", "field"))
+    assert not missing, f"access log fields not in the Access log table of {DOC.name}: {missing}"

@@ -104,6 +104,29 @@ Test(keyring, a_flood_of_wants_asks_once_per_interval)
     mg_keyring_free(ring);
 }
 
+Test(keyring, a_request_waits_for_the_fetch_that_answers_its_ask)
+{
+    mg_keyring_t *ring = mg_keyring_new();
+    cr_expect_eq(mg_keyring_pending(ring), 0); /* nothing asked: nothing to wait for */
+    cr_expect_eq(mg_keyring_want(ring, 1000, 100000), 1);
+    uint64_t ticket = mg_keyring_pending(ring);
+    cr_assert_neq(ticket, 0);
+    cr_expect_eq(mg_keyring_want(ring, 1000, 100001), 0);
+    cr_expect_eq(mg_keyring_pending(ring), ticket); /* a later request waits for the same fetch */
+    uint64_t taken = mg_keyring_take_want(ring);
+    cr_expect_eq(taken, ticket);
+    cr_expect_eq(mg_keyring_pending(ring), ticket); /* taken, not ended: still on its way */
+    cr_expect(!mg_keyring_answered(ring, ticket));
+    mg_keyring_answer(ring, taken);
+    cr_expect(mg_keyring_answered(ring, ticket));
+    cr_expect_eq(mg_keyring_pending(ring), 0);
+    mg_keyring_answer(ring, 0); /* a fetch nobody asked for answers nothing, and takes nothing back */
+    cr_expect(mg_keyring_answered(ring, ticket));
+    cr_expect_eq(mg_keyring_want(ring, 1000, 101000), 1);
+    cr_expect_gt(mg_keyring_pending(ring), ticket);
+    mg_keyring_free(ring);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Cache
  */
