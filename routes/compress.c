@@ -3,6 +3,11 @@
  * the settings read at load, and the choices that need no body: which coding the client's
  * Accept-Encoding prefers (RFC 9110 12.5.3, q-values), and whether a media type is one to
  * compress. The encoders themselves run in the gateway (gateway/request/compress.c).
+ *
+ * Keys are inherited one by one, as nginx's gzip_* directives are: an answer takes each key from
+ * the nearest `compress:` up the tree that writes it, then from the top-level one, then its
+ * default (mg_compress_resolve). `off` writes no key: it only stops compression where it is the
+ * nearest `compress:`.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,8 +29,10 @@ static int mg_compress_type_ok(mg_str_t t)
     const char *slash = memchr(t.base, '/', t.len);
     if (slash == NULL || slash == t.base || (size_t)(slash - t.base) + 1 == t.len)
         return 0;
+    if (t.len == 3 && memcmp(t.base, "*/*", 3) == 0) /* every type, as nginx's `gzip_types *` */
+        return 1;
     if (t.base[t.len - 1] == '*') /* a whole type: "text/" and a star */
-        return t.base[t.len - 2] == '/';
+        return t.base[t.len - 2] == '/' && mg_is_token(t.base, (size_t)(slash - t.base));
     return mg_is_token(t.base, (size_t)(slash - t.base)) && mg_is_token(slash + 1, t.len - (size_t)(slash - t.base) - 1);
 }
 
@@ -46,7 +53,8 @@ static int mg_compress_read_types(mg_compress_t *c, const mg_node_t *seq, mg_err
             ret = -1;
         } else if (!mg_compress_type_ok(s)) {
             mg_errors_add(errs, seq->u.sequence.items[i],
-                          "invalid media type '%s' (such as application/json, or text/* for every text type; no parameters)",
+                          "invalid media type '%s' (such as application/json, text/* for every text type, or */*; no "
+                          "parameters)",
                           s.base);
             ret = -1;
         } else {
@@ -57,17 +65,6 @@ static int mg_compress_read_types(mg_compress_t *c, const mg_node_t *seq, mg_err
         }
     }
     return ret;
-}
-
-static void mg_compress_default(mg_compress_t *c)
-{
-    size_t n = 0;
-    while (mg_compress_default_types[n] != NULL)
-        ++n;
-    if ((c->types = calloc(n, sizeof(*c->types))) == NULL)
-        abort();
-    for (size_t i = 0; i != n; ++i)
-        c->types[c->num_types++] = mg_copy_or_abort(mg_compress_default_types[i], strlen(mg_compress_default_types[i]));
 }
 
 static int mg_node_is_off(const mg_node_t *n)
@@ -96,11 +93,6 @@ static int mg_compress_read_coding(const mg_node_t *n, const char *key, uint64_t
     return 0;
 }
 
-static int mg_compress_read_size(const mg_node_t *n, uint64_t *out, mg_errors_t *errs)
-{
-    return n != NULL ? mg_node_to_size(n, out, errs) : 0;
-}
-
 static mg_compress_t *mg_compress_new(const mg_node_t *at)
 {
     mg_compress_t *c = mg__route_part(sizeof(*c));
@@ -126,22 +118,29 @@ static mg_compress_t *mg_compress_read(const mg_node_t *map, int top, mg_errors_
         mg__compress_free(c);
         return NULL;
     }
-    if ((n = mg_node_get(map, "types")) != NULL)
+    if ((n = mg_node_get(map, "types")) != NULL) {
         ret |= mg_compress_read_types(c, n, errs);
-    else
-        mg_compress_default(c);
-    ret |= mg_compress_read_size(mg_node_get(map, "min_size"), &c->min_size, errs);
-    if ((n = mg_node_get(map, "gzip")) != NULL)
+        c->set |= MG_COMPRESS_SET_TYPES;
+    }
+    if ((n = mg_node_get(map, "min_size")) != NULL) {
+        ret |= mg_node_to_size(n, &c->min_size, errs);
+        c->set |= MG_COMPRESS_SET_MIN_SIZE;
+    }
+    if ((n = mg_node_get(map, "gzip")) != NULL) {
         ret |= mg_compress_read_coding(n, "level", 9, &c->gzip_level, errs);
-    if ((n = mg_node_get(map, "brotli")) != NULL)
+        c->set |= MG_COMPRESS_SET_GZIP;
+    }
+    if ((n = mg_node_get(map, "brotli")) != NULL) {
         ret |= mg_compress_read_coding(n, "quality", 11, &c->brotli_quality, errs);
+        c->set |= MG_COMPRESS_SET_BROTLI;
+    }
     if ((n = mg_node_get(map, "max_memory")) != NULL && !top) {
         mg_errors_add(errs, n,
                       "max_memory is the process's budget for every compressed answer: set it in the top-level "
                       "`compress:`");
         ret = -1;
     } else if (n != NULL) {
-        ret |= mg_compress_read_size(n, &c->max_memory, errs);
+        ret |= mg_node_to_size(n, &c->max_memory, errs);
     }
     if (ret == 0 && c->gzip_level < 0 && c->brotli_quality < 0) {
         mg_errors_add(errs, map, "both gzip and brotli are off: write `compress: off` to compress nothing");
@@ -179,15 +178,55 @@ void mg_compress_free(mg_compress_t *c)
     mg__compress_free(c);
 }
 
-/* ---------------------------------------------------------------------------------------
- * Choosing
- */
 static int mg_ci_eq(mg_str_t a, const char *b)
 {
     return a.len == strlen(b) && strncasecmp(a.base, b, a.len) == 0;
 }
 
-int mg_compress_wants_type(const mg_compress_t *c, mg_str_t content_type)
+/* ---------------------------------------------------------------------------------------
+ * Resolving what applies to an answer
+ */
+static void mg_compress_take(const mg_compress_t *c, unsigned *need, mg_compress_settings_t *out)
+{
+    unsigned take = c->set & *need;
+    if (take & MG_COMPRESS_SET_TYPES) {
+        out->types = (const char *const *)c->types;
+        out->num_types = c->num_types;
+    }
+    if (take & MG_COMPRESS_SET_MIN_SIZE)
+        out->min_size = c->min_size;
+    if (take & MG_COMPRESS_SET_GZIP)
+        out->gzip_level = c->gzip_level;
+    if (take & MG_COMPRESS_SET_BROTLI)
+        out->brotli_quality = c->brotli_quality;
+    *need &= ~take;
+}
+
+int mg_compress_resolve(const mg_route_t *leaf, const mg_compress_t *top, mg_compress_settings_t *out)
+{
+    const mg_compress_t *nearest = leaf != NULL ? mg_route_compress(leaf) : NULL;
+    if (nearest == NULL)
+        nearest = top;
+    if (nearest == NULL || nearest->off)
+        return 0;
+    *out = (mg_compress_settings_t){
+        mg_compress_default_types, sizeof(mg_compress_default_types) / sizeof(mg_compress_default_types[0]) - 1,
+        MG_COMPRESS_DEFAULT_MIN_SIZE, MG_COMPRESS_DEFAULT_GZIP_LEVEL, MG_COMPRESS_DEFAULT_BROTLI_QUALITY};
+    unsigned need = MG_COMPRESS_SET_ALL;
+    for (const mg_route_t *r = leaf != NULL ? leaf->response_from : NULL; r != NULL && need != 0;
+         r = r->parent != NULL ? r->parent->response_from : NULL) {
+        if (r->response->compress != NULL)
+            mg_compress_take(r->response->compress, &need, out);
+    }
+    if (top != NULL && need != 0)
+        mg_compress_take(top, &need, out);
+    return 1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Choosing
+ */
+int mg_compress_wants_type(const mg_compress_settings_t *c, mg_str_t content_type)
 {
     size_t len = 0;
     while (len != content_type.len && content_type.base[len] != ';' && content_type.base[len] != ' ' &&
@@ -197,6 +236,8 @@ int mg_compress_wants_type(const mg_compress_t *c, mg_str_t content_type)
     const char *slash = memchr(t.base, '/', t.len);
     for (size_t i = 0; slash != NULL && i != c->num_types; ++i) {
         size_t n = strlen(c->types[i]);
+        if (n == 3 && memcmp(c->types[i], "*/*", 3) == 0)
+            return 1;
         if (c->types[i][n - 1] == '*' ? (size_t)(slash - t.base) + 1 == n - 1 && strncasecmp(t.base, c->types[i], n - 1) == 0
                                       : mg_ci_eq(t, c->types[i]))
             return 1;
@@ -224,7 +265,7 @@ static int mg_qvalue(mg_str_t params)
     return q > 1000 ? -1 : q;
 }
 
-mg_coding_t mg_compress_choose(const mg_compress_t *c, mg_str_t accept_encoding)
+mg_coding_t mg_compress_choose(const mg_compress_settings_t *c, mg_str_t accept_encoding)
 {
     int q_gzip = -1, q_br = -1, q_any = -1;
     for (size_t i = 0; i < accept_encoding.len;) {
@@ -264,4 +305,80 @@ mg_coding_t mg_compress_choose(const mg_compress_t *c, mg_str_t accept_encoding)
 const char *mg_coding_name(mg_coding_t coding)
 {
     return coding == MG_CODING_BROTLI ? "br" : coding == MG_CODING_GZIP ? "gzip" : "identity";
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Deciding
+ */
+static const char *const mg_compress_skip_labels[MG_COMPRESS_NUM_SKIPS] = {
+    "", "status", "encoded", "no_transform", "type", "size", "method", "http_version", "not_accepted", "memory"};
+
+const char *mg_compress_skip_label(mg_compress_skip_t why)
+{
+    return mg_compress_skip_labels[why];
+}
+
+int mg_cache_control_no_transform(mg_str_t value)
+{
+    for (size_t i = 0; i < value.len;) {
+        while (i < value.len && (value.base[i] == ' ' || value.base[i] == '\t' || value.base[i] == ','))
+            ++i;
+        size_t start = i;
+        while (i < value.len && value.base[i] != ',' && value.base[i] != '=' && value.base[i] != ' ' && value.base[i] != '\t')
+            ++i;
+        if (mg_ci_eq(mg_str(value.base + start, i - start), "no-transform"))
+            return 1;
+        /* past the directive's argument, a quoted string included (it may hold commas) */
+        for (int quoted = 0; i < value.len && (quoted || value.base[i] != ','); ++i) {
+            if (value.base[i] == '"')
+                quoted = !quoted;
+            else if (quoted && value.base[i] == '\\')
+                ++i;
+        }
+    }
+    return 0;
+}
+
+/* Statuses whose body is the resource or an error page: like nginx's 200, 403 and 404, widened to
+ * every 2xx with a body of its own (not 204, 205 and 206) and every 4xx and 5xx. 1xx and 3xx
+ * answers have no body worth it (a 304 none at all). */
+static int mg_compress_status_ok(int status)
+{
+    if (status >= 200 && status < 300)
+        return status != 204 && status != 205 && status != 206;
+    return status >= 400 && status < 600;
+}
+
+/* Why the answer itself is not one to compress, whoever asks for it (no Vary then). */
+static mg_compress_skip_t mg_compress_skip_answer(const mg_compress_settings_t *s, const mg_compress_facts_t *f)
+{
+    if (!mg_compress_status_ok(f->status))
+        return MG_COMPRESS_SKIP_STATUS;
+    if (f->encoded)
+        return MG_COMPRESS_SKIP_ENCODED;
+    if (f->no_transform)
+        return MG_COMPRESS_SKIP_NO_TRANSFORM; /* RFC 9111 5.2.2.6: a proxy must not change the body */
+    if (f->content_type.base == NULL || !mg_compress_wants_type(s, f->content_type))
+        return MG_COMPRESS_SKIP_TYPE;
+    if (f->length != UINT64_MAX && (f->length == 0 || f->length < s->min_size))
+        return MG_COMPRESS_SKIP_SIZE;
+    return MG_COMPRESS_YES;
+}
+
+mg_compress_skip_t mg_compress_decide(const mg_compress_settings_t *s, const mg_compress_facts_t *f, mg_coding_t *coding, int *vary)
+{
+    mg_compress_skip_t why = mg_compress_skip_answer(s, f);
+    *coding = MG_CODING_IDENTITY;
+    *vary = why == MG_COMPRESS_YES;
+    if (why != MG_COMPRESS_YES)
+        return why;
+    /* from here on the answer depends on the request: caches must know it (Vary), even for this
+     * one, which goes as it is (a HEAD's fields are those of a GET) */
+    if (f->head)
+        return MG_COMPRESS_SKIP_METHOD;
+    if (f->http10)
+        return MG_COMPRESS_SKIP_HTTP_VERSION; /* as nginx's gzip_http_version 1.1: no chunked framing */
+    if (f->accept_encoding.base == NULL || (*coding = mg_compress_choose(s, f->accept_encoding)) == MG_CODING_IDENTITY)
+        return MG_COMPRESS_SKIP_NOT_ACCEPTED;
+    return MG_COMPRESS_YES;
 }

@@ -223,14 +223,21 @@ typedef struct mg_route_auth {
 
 typedef struct mg_cors mg_cors_t; /* cors.c */
 
-/* `compress:` (compress.c), at the top level, on a route or a branch. */
+/* `compress:` (compress.c), at the top level, on a route or a branch. Each key is inherited on its
+ * own (mg_compress_resolve): `set` says which ones this mapping writes. */
 #define MG_COMPRESS_DEFAULT_MIN_SIZE 1024u
 #define MG_COMPRESS_DEFAULT_GZIP_LEVEL 5
 #define MG_COMPRESS_DEFAULT_BROTLI_QUALITY 4
 #define MG_COMPRESS_DEFAULT_MAX_MEMORY (64u << 20)
+#define MG_COMPRESS_SET_TYPES 1u
+#define MG_COMPRESS_SET_MIN_SIZE 2u
+#define MG_COMPRESS_SET_GZIP 4u
+#define MG_COMPRESS_SET_BROTLI 8u
+#define MG_COMPRESS_SET_ALL 15u
 typedef struct mg_compress {
-    unsigned off; /* `compress: off`: nothing below is read */
-    char **types; /* media types, lower case; "text/..." ending in a star for a whole type */
+    unsigned off; /* `compress: off`: writes no key, and stops compression where it is the nearest */
+    unsigned set; /* MG_COMPRESS_SET_*: the keys written here */
+    char **types; /* media types, lower case; "text/..." ending in a star for a whole type, or star-slash-star for any */
     size_t num_types;
     uint64_t min_size;   /* an answer whose length is known and smaller goes as it is */
     int gzip_level;      /* 1..9; -1: gzip is not offered */
@@ -238,6 +245,16 @@ typedef struct mg_compress {
     uint64_t max_memory; /* top level only: the encoders' memory, all answers of the process together */
     unsigned line, column;
 } mg_compress_t;
+
+/* The settings that apply to one answer, each key resolved (mg_compress_resolve); borrowed from the
+ * configuration. */
+typedef struct mg_compress_settings {
+    const char *const *types;
+    size_t num_types;
+    uint64_t min_size;
+    int gzip_level;
+    int brotli_quality;
+} mg_compress_settings_t;
 
 typedef enum mg_coding {
     MG_CODING_IDENTITY,
@@ -248,13 +265,52 @@ typedef enum mg_coding {
 /* Reads the top-level `compress:` (also `max_memory`); NULL after recording errors. */
 mg_compress_t *mg_compress_read_top(const mg_node_t *node, mg_errors_t *errs);
 void mg_compress_free(mg_compress_t *c);
-/* 1 when a Content-Type value (parameters ignored) is one of c->types. */
-int mg_compress_wants_type(const mg_compress_t *c, mg_str_t content_type);
-/* The coding the client's Accept-Encoding prefers among those `c` offers (q-values, "*" for the
+/* 1 when a Content-Type value (parameters ignored) is one of s->types. */
+int mg_compress_wants_type(const mg_compress_settings_t *s, mg_str_t content_type);
+/* The coding the client's Accept-Encoding prefers among those `s` offers (q-values, "*" for the
  * codings not named, q=0 refusing one; brotli at equal q), or MG_CODING_IDENTITY. */
-mg_coding_t mg_compress_choose(const mg_compress_t *c, mg_str_t accept_encoding);
+mg_coding_t mg_compress_choose(const mg_compress_settings_t *s, mg_str_t accept_encoding);
 /* "gzip", "br", "identity": the Content-Encoding token. */
 const char *mg_coding_name(mg_coding_t coding);
+/* 1 when a Cache-Control value holds the no-transform directive (any case; quoted arguments of
+ * other directives skipped). */
+int mg_cache_control_no_transform(mg_str_t value);
+
+/* What the decision to compress an answer looks at, gathered by the gateway from the answer's head
+ * and the request. */
+typedef struct mg_compress_facts {
+    int status;
+    unsigned head : 1;         /* the client's method or the one sent is HEAD: no body goes */
+    unsigned encoded : 1;      /* the answer has a Content-Encoding already */
+    unsigned no_transform : 1; /* its Cache-Control says no-transform */
+    unsigned http10 : 1;       /* the client speaks HTTP/1.0 */
+    mg_str_t content_type;     /* base NULL: none */
+    uint64_t length;           /* of the body; UINT64_MAX when not known (streamed) */
+    mg_str_t accept_encoding;  /* the client's; base NULL when it sent none */
+} mg_compress_facts_t;
+
+/* The decision, and else why not (the label of matchgate_compress_skipped_total). */
+typedef enum mg_compress_skip {
+    MG_COMPRESS_YES,
+    MG_COMPRESS_SKIP_STATUS,       /* 1xx, 204, 205, 206, 3xx */
+    MG_COMPRESS_SKIP_ENCODED,      /* Content-Encoding present */
+    MG_COMPRESS_SKIP_NO_TRANSFORM, /* Cache-Control: no-transform */
+    MG_COMPRESS_SKIP_TYPE,         /* no Content-Type, or one not in `types` */
+    MG_COMPRESS_SKIP_SIZE,         /* known length below min_size, or 0 */
+    MG_COMPRESS_SKIP_METHOD,       /* HEAD */
+    MG_COMPRESS_SKIP_HTTP_VERSION, /* an HTTP/1.0 client */
+    MG_COMPRESS_SKIP_NOT_ACCEPTED, /* Accept-Encoding accepts no coding offered */
+    MG_COMPRESS_SKIP_MEMORY,       /* compress.max_memory is held by other answers (decided by the gateway) */
+    MG_COMPRESS_NUM_SKIPS
+} mg_compress_skip_t;
+
+/* Decides for one answer under settings `s`: MG_COMPRESS_YES with *coding the coding to use, or
+ * why not. *vary is 1 when the answer depends on Accept-Encoding (`Vary: Accept-Encoding` is due,
+ * whether this one is compressed or not), 0 when no request could get it compressed. */
+mg_compress_skip_t mg_compress_decide(const mg_compress_settings_t *s, const mg_compress_facts_t *f, mg_coding_t *coding,
+                                      int *vary);
+/* "status", "encoded", ...: the reason's label (empty for MG_COMPRESS_YES). */
+const char *mg_compress_skip_label(mg_compress_skip_t why);
 
 /* What one route writes of the above (mg_route_t.response): each part NULL when not written. */
 typedef struct mg_route_response {
@@ -439,6 +495,11 @@ const mg_cors_t *mg_route_cors(const mg_route_t *leaf);
 /* The `compress:` that applies to `leaf` (its own, else its nearest ancestor's; it may say `off`),
  * or NULL: the top-level one applies. */
 const mg_compress_t *mg_route_compress(const mg_route_t *leaf);
+/* The compression settings of an answer on `leaf` (NULL: no route), `top` being the top-level
+ * `compress:` (NULL when not written): 0 when nothing is compressed there (no `compress:` applies,
+ * or the nearest says `off`); else 1 and *out holds each key from the nearest `compress:` that
+ * writes it (the route's, its ancestors', then `top`), or its default. */
+int mg_compress_resolve(const mg_route_t *leaf, const mg_compress_t *top, mg_compress_settings_t *out);
 
 /*
  * CORS decisions (cors.c), as the Fetch standard's CORS protocol has them. An answer is the

@@ -235,6 +235,7 @@ void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
     put_metrics(out, gw, conf);
     mg_conns_put_metrics(out, gw, conf);
     mg_loop_put_metrics(out, gw);
+    mg_compress_put_metrics(out, gw, conf);
     put_backend_metrics(out, conf);
     mg_admin_route_metrics(out, conf);
     mg_admin_put_server_metrics(out, conf);
