@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "gateway/config/internal.h"
 
 static void put_cors(FILE *out, const mg_cors_t *c, const char *indent)
@@ -19,30 +20,48 @@ static void put_cors(FILE *out, const mg_cors_t *c, const char *indent)
     free(buf);
 }
 
-static void put_coding(FILE *out, const char *name, const char *key, int level)
+static void put_coding(FILE *out, const char *sep, const char *name, const char *key, int level)
 {
     if (level < 0)
-        fprintf(out, ", %s: off", name);
+        fprintf(out, "%s%s: off", sep, name);
     else
-        fprintf(out, ", %s: {%s: %d}", name, key, level);
+        fprintf(out, "%s%s: {%s: %d}", sep, name, key, level);
 }
 
+/* A route's compress: writes only its own keys (the others come from above: printing the defaults
+ * would change what it means); the top level's has them all, defaults filled in. */
 void mg__config_print_compress(FILE *out, const char *indent, const mg_compress_t *c, int top)
 {
+    unsigned set = top ? MG_COMPRESS_SET_ALL : c->set;
+    const char *sep = "";
     if (c->off) {
         fprintf(out, "%scompress: off\n", indent);
         return;
     }
-    fprintf(out, "%scompress: {types: [", indent);
-    for (size_t i = 0; i < c->num_types; i++) {
-        fputs(i != 0 ? ", " : "", out);
-        mg__config_print_str(out, c->types[i], strlen(c->types[i]));
+    fprintf(out, "%scompress: {", indent);
+    if (set & MG_COMPRESS_SET_TYPES) {
+        fputs("types: [", out);
+        for (size_t i = 0; i < c->num_types; i++) {
+            fputs(i != 0 ? ", " : "", out);
+            mg__config_print_str(out, c->types[i], strlen(c->types[i]));
+        }
+        fputs("]", out);
+        sep = ", ";
     }
-    fprintf(out, "], min_size: %" PRIu64, c->min_size);
-    put_coding(out, "gzip", "level", c->gzip_level);
-    put_coding(out, "brotli", "quality", c->brotli_quality);
+    if (set & MG_COMPRESS_SET_MIN_SIZE) {
+        fprintf(out, "%smin_size: %" PRIu64, sep, c->min_size);
+        sep = ", ";
+    }
+    if (set & MG_COMPRESS_SET_GZIP) {
+        put_coding(out, sep, "gzip", "level", c->gzip_level);
+        sep = ", ";
+    }
+    if (set & MG_COMPRESS_SET_BROTLI) {
+        put_coding(out, sep, "brotli", "quality", c->brotli_quality);
+        sep = ", ";
+    }
     if (top)
-        fprintf(out, ", max_memory: %" PRIu64, c->max_memory);
+        fprintf(out, "%smax_memory: %" PRIu64, sep, c->max_memory);
     fputs("}\n", out);
 }
 
