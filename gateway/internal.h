@@ -60,6 +60,10 @@ typedef struct mg_worker_stats {
     mg_stat_t connections_rate_limited;
     mg_stat_t ws_sessions; /* open (registered) */
     mg_stat_t ws_bridged;  /* bridge messages answered, by the backend or the gateway */
+    /* CORS (request/edits.c): preflights answered, allowed or refused; actual requests whose
+     * Origin the policy refused; response actions left out because their value could not be made */
+    mg_stat_t cors_preflight_allowed, cors_preflight_refused, cors_refused;
+    mg_stat_t response_action_failures;
     /* tenants.store (store.c): decisions Redis made, those on_failure made, the latter by why
      * (mg_store_failure_t: [1] down, [2] timeout, [3] refused), Redis's decision latency */
     mg_stat_t store_shared, store_fallback;
@@ -254,6 +258,13 @@ typedef struct mg_request {
     uint64_t balance_key; /* balance: hash: the hash of the backend's hash_key (has_balance_key) */
     int has_balance_key;
     mg_auth_result_t auth; /* the credential's verification; its identity is released when the request is disposed */
+    /* what the answer's edits need (request/edits.c): the routing context while the request path
+     * runs, then a copy in the pool when the route's response templates read it (else NULL); the
+     * client's Origin on a route with CORS; preflight: the gateway answered a CORS preflight */
+    mg_ctx_t *ctx;
+    mg_str_t origin;
+    int preflight;
+    int routed; /* the route tree was asked (r->route is its answer) */
 } mg_request_t;
 
 /* CLOCK_REALTIME in milliseconds (token lifetimes are wall-clock times). */
@@ -280,10 +291,14 @@ void mg_request_send_error(mg_request_t *r, int status, const char *code, const 
 void mg_request_send_retry(mg_request_t *r, int status, const char *code, const char *reason, uint64_t retry_after_us);
 /* Same, and the connection ends: HTTP/1 after this response (Connection: close), HTTP/2 at once. */
 void mg_request_send_error_and_close(mg_request_t *r, int status, const char *code, const char *reason);
-/* The fields the gateway adds to every response of `r` (its own or the backend's): X-Request-Id,
- * and RateLimit-Limit/-Remaining/-Reset of the request's quota decision, replacing the backend's
- * (none when no quota applied). */
-void mg_request_add_own_headers(mg_request_t *r, h2o_req_t *req);
+/* The fields the gateway adds to every response of `r` (its own, `gateway_made`, or the
+ * backend's): Server, X-Request-Id, and RateLimit-Limit/-Remaining/-Reset of the request's quota
+ * decision, replacing the backend's (none when no quota applied); then the route's edits of its
+ * answer (CORS, response actions: request/edits.h). */
+void mg_request_add_own_headers(mg_request_t *r, h2o_req_t *req, int gateway_made);
+/* The gateway's answer to a CORS preflight: 204 with the fields of `a`, or, when `a` refuses it,
+ * 403 cors-refused naming why, with none of the Access-Control-* fields. */
+void mg_request_send_preflight(mg_request_t *r, const mg_cors_answer_t *a);
 /* The route's own answer: `respond` (its status, headers and body), `redirect` (its status and
  * Location), or the 426 of a bridge route asked without a WebSocket upgrade. */
 void mg_request_send_respond(mg_request_t *r);

@@ -214,7 +214,9 @@ static void setup_globalconf(mg_gateway_t *gw)
 {
     mg_config_t *conf = gw->conf;
     h2o_config_init(&gw->globalconf);
-    gw->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("matchgate"));
+    /* the gateway writes Server itself (response.c), as a field the route's response actions may
+     * replace or remove */
+    gw->globalconf.server_name = h2o_iovec_init(H2O_STRLIT(""));
     /* one byte more than the limit: h2o's chunked reader refuses at the limit itself, its
      * content-length check only beyond it; handler.c enforces the exact limit */
     gw->globalconf.max_request_entity_size = conf->limits.max_request_body + 1;

@@ -287,6 +287,32 @@ typedef struct mg_trace {
     void *arg;
 } mg_trace_t;
 
+/*
+ * The answer's fields as response actions edit them, through whoever holds them (the gateway:
+ * h2o's list; the route tool and the tests: an array, routes/fields.c). Names are lower case.
+ *   get:       the value of the first field named `name`, or NULL;
+ *   edit:      MG_ACTION_SET_HEADER (the first field of the name gets `value`, the others go; added
+ *              when there is none), MG_ACTION_ADD_HEADER, MG_ACTION_REMOVE_HEADER (every field of
+ *              the name); `kind` is an mg_action_kind_t (routes.h); 1 when the fields changed;
+ *   drop_cors: removes every Access-Control-* field;
+ *   vary:      adds `token` to the answer's Vary list (one field), unless it is there or "*" is.
+ */
+typedef struct mg_fields_ops {
+    const mg_str_t *(*get)(void *fields, mg_str_t name);
+    int (*edit)(void *fields, int kind, mg_str_t name, mg_str_t value);
+    void (*drop_cors)(void *fields);
+    void (*vary)(void *fields, mg_str_t token);
+} mg_fields_ops_t;
+
+/* The answer, for the templates of response actions (${status}, ${response.header.<Name>}); NULL
+ * in the context of a request. */
+typedef struct mg_ctx_response {
+    int status;
+    char status_text[4]; /* the status as ${status} writes it */
+    const mg_fields_ops_t *ops;
+    void *fields;
+} mg_ctx_response_t;
+
 struct mg_ctx {
     mg_str_t method;
     mg_str_t scheme; /* "http" or "https" */
@@ -304,8 +330,9 @@ struct mg_ctx {
     mg_alloc_t alloc;
     mg_var_t vars[MG_CTX_MAX_VARS];
     size_t num_vars;
-    mg_match_error_t error;  /* zero until a condition could not be decided */
-    const mg_trace_t *trace; /* NULL but in the route tester */
+    mg_match_error_t error;            /* zero until a condition could not be decided */
+    const mg_trace_t *trace;           /* NULL but in the route tester */
+    const mg_ctx_response_t *response; /* NULL but while response actions are applied */
 };
 
 /* Binds `name` to `value` (a later binding shadows an earlier one). -1 when the table is full. */
@@ -527,8 +554,12 @@ typedef struct mg_regex mg_regex_t;
 #define MG_REGEX_JIT_STACK (8u << 20)
 
 /* Compiles the string in scalar `node`; a bad pattern is an error at the node naming the offset
- * ("invalid regex at offset 5: missing closing parenthesis"). `caseless` for host names. */
-mg_regex_t *mg_regex_compile(const mg_node_t *node, int caseless, mg_errors_t *errs);
+ * ("invalid regex at offset 5: missing closing parenthesis"). Flags: MG_REGEX_CASELESS (host
+ * names), MG_REGEX_WHOLE (the pattern must match the whole subject, not a part of it: CORS
+ * origins, where a pattern that matched a part would let "https://example.com.evil.net" in). */
+#define MG_REGEX_CASELESS 1
+#define MG_REGEX_WHOLE 2
+mg_regex_t *mg_regex_compile(const mg_node_t *node, int flags, mg_errors_t *errs);
 /* 1 on match; named groups that took part are bound as variables with `var_flags`. On 0 (or
  * when the variable table is full, which counts as no match) nothing is bound. MG_MATCH_ERROR
  * when the match hit one of the limits above (or found no memory for its match data): nothing

@@ -132,14 +132,16 @@ static mg_regex_t *mg_regex_new(pcre2_code *code)
     return re;
 }
 
-mg_regex_t *mg_regex_compile(const mg_node_t *node, int caseless, mg_errors_t *errs)
+mg_regex_t *mg_regex_compile(const mg_node_t *node, int flags, mg_errors_t *errs)
 {
+    uint32_t options = ((flags & MG_REGEX_CASELESS) != 0 ? PCRE2_CASELESS : 0) |
+                       ((flags & MG_REGEX_WHOLE) != 0 ? PCRE2_ANCHORED | PCRE2_ENDANCHORED : 0);
     const char *s;
     if (mg_node_to_str(node, &s, errs) != 0)
         return NULL;
     int code;
     PCRE2_SIZE offset;
-    pcre2_code *compiled = pcre2_compile((PCRE2_SPTR)s, node->u.scalar.len, caseless ? PCRE2_CASELESS : 0, &code, &offset, NULL);
+    pcre2_code *compiled = pcre2_compile((PCRE2_SPTR)s, node->u.scalar.len, options, &code, &offset, NULL);
     if (compiled == NULL) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof(msg));

@@ -25,6 +25,8 @@ typedef struct mg_actions_builder {
     mg_template_known_t known;
     void *arg;
     mg_errors_t *errs;
+    int response;    /* reading `response:`: header actions on the answer */
+    unsigned always; /* the item being read has `always: true` */
 } mg_actions_builder_t;
 
 /* ---------------------------------------------------------------------------------------
@@ -48,7 +50,7 @@ static void mg_action_push(mg_actions_builder_t *b, mg_action_kind_t kind, mg_st
         if ((*b->list = realloc(*b->list, b->capacity * sizeof(**b->list))) == NULL)
             abort();
     }
-    (*b->list)[(*b->size)++] = (mg_action_t){kind, name, value};
+    (*b->list)[(*b->size)++] = (mg_action_t){kind, b->always, name, value};
 }
 
 const char *mg_header_refusal(const char *name)
@@ -70,6 +72,25 @@ const char *mg_header_refusal(const char *name)
     return NULL;
 }
 
+const char *mg_response_header_refusal(const char *name)
+{
+    static const char *const framing[] = {"content-length", "transfer-encoding", "connection", "keep-alive", "te",
+                                          "trailer",        "upgrade",           NULL};
+    if (strcasecmp(name, "date") == 0)
+        return "is written by the gateway (RFC 9110 6.6.1)";
+    if (strcasecmp(name, "content-encoding") == 0)
+        return "is the body's coding: only `compress:` may change it";
+    if (strcasecmp(name, "x-request-id") == 0)
+        return "is set by the gateway";
+    for (size_t i = 0; framing[i] != NULL; ++i) {
+        if (strcasecmp(name, framing[i]) == 0)
+            return "frames the message: the gateway writes it";
+    }
+    if (strncasecmp(name, "proxy-", 6) == 0)
+        return "is hop-by-hop: the gateway strips it";
+    return NULL;
+}
+
 /* Checks the header name in scalar `node`; 0 when actions may use it. */
 static int mg_action_header_name_ok(mg_actions_builder_t *b, const mg_node_t *node)
 {
@@ -85,7 +106,7 @@ static int mg_action_header_name_ok(mg_actions_builder_t *b, const mg_node_t *no
         mg_errors_add(b->errs, node, "invalid header name (a token such as X-Tenant: no spaces, ':', CR, LF or NUL)");
         return -1;
     }
-    const char *why = mg_header_refusal(name);
+    const char *why = b->response ? mg_response_header_refusal(name) : mg_header_refusal(name);
     if (why != NULL) {
         mg_errors_add(b->errs, node, "header '%s' %s", name, why);
         return -1;
@@ -220,20 +241,76 @@ static int mg_action_read_template(mg_actions_builder_t *b, mg_action_kind_t kin
     return 0;
 }
 
+/* An unknown action key: the closest of `names`, else what is `expected` (`what`: "action" or
+ * "response action"). */
+static void mg_action_unknown_in(mg_actions_builder_t *b, const mg_node_t *key, const char *const *names, const char *what,
+                                 const char *expected)
+{
+    const char *near = mg_closest_word(key->u.scalar.str, names);
+    if (near != NULL)
+        mg_errors_add(b->errs, key, "unknown %s '%s' (did you mean '%s'?)", what, key->u.scalar.str, near);
+    else
+        mg_errors_add(b->errs, key, "unknown %s '%s' (expected one of: %s)", what, key->u.scalar.str, expected);
+}
+
 static void mg_action_unknown(mg_actions_builder_t *b, const mg_node_t *key)
 {
-    const char *near = mg_closest_word(key->u.scalar.str, mg_action_names);
-    if (near != NULL)
-        mg_errors_add(b->errs, key, "unknown action '%s' (did you mean '%s'?)", key->u.scalar.str, near);
-    else
-        mg_errors_add(b->errs, key,
-                      "unknown action '%s' (expected one of: set_header, add_header, remove_header, rewrite_path, set_method, "
-                      "set_query)",
-                      key->u.scalar.str);
+    mg_action_unknown_in(b, key, mg_action_names, "action",
+                         "set_header, add_header, remove_header, rewrite_path, set_method, set_query");
+}
+
+static const char *const mg_response_action_names[] = {"set_header", "add_header", "remove_header", NULL};
+
+/* A response item: {ACTION: ..., always: BOOL}; *action gets the action's pair. -1 after an error. */
+static int mg_response_item_split(mg_actions_builder_t *b, const mg_node_t *item, const mg_node_pair_t **action)
+{
+    const mg_node_t *always = mg_node_get(item, "always");
+    size_t actions = item->u.mapping.size - (always != NULL);
+    int value = 0;
+    b->always = 0;
+    if (always != NULL && mg_node_to_bool(always, &value, b->errs) != 0)
+        return -1;
+    b->always = value != 0;
+    if (actions != 1) {
+        mg_errors_add(b->errs, item,
+                      "a response item is one action, such as {set_header: {X-Frame-Options: DENY}}, with `always: true` "
+                      "beside it when the gateway's own answers get it too (got %zu actions: write each as its own item)",
+                      actions);
+        return -1;
+    }
+    for (size_t i = 0; i != item->u.mapping.size; ++i) {
+        if (item->u.mapping.pairs[i].value != always)
+            *action = &item->u.mapping.pairs[i];
+    }
+    return 0;
+}
+
+static void mg_response_action_unknown(mg_actions_builder_t *b, const mg_node_t *key)
+{
+    mg_action_unknown_in(b, key, mg_response_action_names, "response action",
+                         "set_header, add_header, remove_header; the request's path, method and query are for `actions:`");
+}
+
+static int mg_response_action_read(mg_actions_builder_t *b, const mg_node_t *item)
+{
+    const mg_node_pair_t *pair = NULL;
+    if (mg_node_expect(item, MG_NODE_MAPPING, b->errs) != 0 || mg_response_item_split(b, item, &pair) != 0)
+        return -1;
+    const char *name = pair->key->u.scalar.str;
+    if (strcmp(name, "set_header") == 0)
+        return mg_action_read_headers(b, MG_ACTION_SET_HEADER, pair->key, pair->value);
+    if (strcmp(name, "add_header") == 0)
+        return mg_action_read_headers(b, MG_ACTION_ADD_HEADER, pair->key, pair->value);
+    if (strcmp(name, "remove_header") == 0)
+        return mg_action_read_remove(b, pair->value);
+    mg_response_action_unknown(b, pair->key);
+    return -1;
 }
 
 static int mg_action_read(mg_actions_builder_t *b, const mg_node_t *item)
 {
+    if (b->response)
+        return mg_response_action_read(b, item);
     if (mg_node_expect(item, MG_NODE_MAPPING, b->errs) != 0)
         return -1;
     if (item->u.mapping.size != 1) {
@@ -261,16 +338,45 @@ static int mg_action_read(mg_actions_builder_t *b, const mg_node_t *item)
     return -1;
 }
 
+/* Where response actions are read: the answer's variables besides the route's. */
+typedef struct mg_response_scope {
+    mg_template_known_t known;
+    void *arg;
+} mg_response_scope_t;
+
+static int mg_response_knows(void *arg, mg_str_t name)
+{
+    const mg_response_scope_t *scope = arg;
+    if (name.len == 17 && memcmp(name.base, "response.<header>", 17) == 0)
+        return 1;
+    return scope->known != NULL && scope->known(scope->arg, name);
+}
+
+static int mg_actions_read_list(mg_actions_builder_t *b, const mg_node_t *seq);
+
 int mg__actions_compile(const mg_node_t *seq, mg_template_known_t known, void *arg, mg_action_t **actions, size_t *num,
                         mg_errors_t *errs)
 {
-    if (mg_node_expect(seq, MG_NODE_SEQUENCE, errs) != 0)
+    mg_actions_builder_t b = {actions, num, *num, known, arg, errs, 0, 0};
+    return mg_actions_read_list(&b, seq);
+}
+
+int mg__response_actions_compile(const mg_node_t *seq, mg_template_known_t known, void *arg, mg_action_t **actions, size_t *num,
+                                 mg_errors_t *errs)
+{
+    mg_response_scope_t scope = {known, arg};
+    mg_actions_builder_t b = {actions, num, *num, mg_response_knows, &scope, errs, 1, 0};
+    return mg_actions_read_list(&b, seq);
+}
+
+static int mg_actions_read_list(mg_actions_builder_t *b, const mg_node_t *seq)
+{
+    if (mg_node_expect(seq, MG_NODE_SEQUENCE, b->errs) != 0)
         return -1;
-    mg_actions_builder_t b = {actions, num, *num, known, arg, errs};
     int ret = 0;
     /* Keep going after a bad action so that every error is reported in one run. */
     for (size_t i = 0; i != seq->u.sequence.size; ++i)
-        ret |= mg_action_read(&b, seq->u.sequence.items[i]);
+        ret |= mg_action_read(b, seq->u.sequence.items[i]);
     return ret;
 }
 
@@ -304,29 +410,34 @@ static int mg_header_named(const mg_header_t *h, mg_str_t name)
     return h->name.len == name.len && strncasecmp(h->name.base, name.base, name.len) == 0;
 }
 
-/* Replaces ctx->headers by a copy with every `a->name` header removed and, for set/add, `value`
- * placed where the first one was (set) or at the end (add, or set of an absent header). */
-static void mg_apply_header_edit(const mg_action_t *a, mg_str_t value, mg_ctx_t *ctx, mg_route_result_t *res)
+int mg__headers_edit(const mg_action_t *a, mg_str_t value, mg_alloc_t *alloc, const mg_header_t **headers, size_t *num)
 {
-    mg_header_t *out = mg_alloc(&ctx->alloc, (ctx->num_headers + 1) * sizeof(*out));
+    mg_header_t *out = mg_alloc(alloc, (*num + 1) * sizeof(*out));
     size_t n = 0, first = SIZE_MAX;
-    for (size_t i = 0; i != ctx->num_headers; ++i) {
-        if (a->kind == MG_ACTION_ADD_HEADER || !mg_header_named(&ctx->headers[i], a->name))
-            out[n++] = ctx->headers[i];
+    for (size_t i = 0; i != *num; ++i) {
+        if (a->kind == MG_ACTION_ADD_HEADER || !mg_header_named(&(*headers)[i], a->name))
+            out[n++] = (*headers)[i];
         else if (first == SIZE_MAX)
             first = n;
     }
     if (a->kind == MG_ACTION_REMOVE_HEADER && first == SIZE_MAX)
-        return; /* nothing to remove: the array stays as it is */
+        return 0; /* nothing to remove: the array stays as it is */
     if (a->kind != MG_ACTION_REMOVE_HEADER) {
         size_t at = a->kind == MG_ACTION_SET_HEADER && first != SIZE_MAX ? first : n;
         memmove(out + at + 1, out + at, (n - at) * sizeof(*out));
         out[at] = (mg_header_t){a->name, value};
         ++n;
     }
-    ctx->headers = out;
-    ctx->num_headers = n;
-    res->headers_changed = 1;
+    *headers = out;
+    *num = n;
+    return 1;
+}
+
+/* ctx->headers edited by a header action (mg__headers_edit). */
+static void mg_apply_header_edit(const mg_action_t *a, mg_str_t value, mg_ctx_t *ctx, mg_route_result_t *res)
+{
+    if (mg__headers_edit(a, value, &ctx->alloc, &ctx->headers, &ctx->num_headers))
+        res->headers_changed = 1;
 }
 
 static int mg_apply_rewrite_path(const mg_action_t *a, mg_ctx_t *ctx, mg_route_result_t *res)

@@ -36,6 +36,17 @@ static mg_value_t mg_builtin_value(const mg_piece_t *p, const mg_ctx_t *ctx)
     }
 }
 
+/* ${status} and ${response.header.<Name>} (the first field of that name): empty without an answer. */
+static mg_value_t mg_response_value(const mg_piece_t *p, const mg_ctx_response_t *res)
+{
+    if (res == NULL)
+        return mg_value(MG_STR_NULL, MG_FORM_PLAIN);
+    if (p->kind == MG_PIECE_STATUS)
+        return mg_value(mg_str(res->status_text, strlen(res->status_text)), MG_FORM_PLAIN);
+    const mg_str_t *v = res->ops->get(res->fields, p->text);
+    return mg_value(v != NULL ? *v : MG_STR_NULL, MG_FORM_PLAIN);
+}
+
 static mg_value_t mg_piece_value(const mg_piece_t *p, const mg_ctx_t *ctx)
 {
     if (p->may_be_bound) {
@@ -54,6 +65,8 @@ static mg_value_t mg_piece_value(const mg_piece_t *p, const mg_ctx_t *ctx)
         int found;
         return mg_value(mg_query_param(ctx->query, p->text, &found), MG_FORM_QUERY_VALUE);
     }
+    if (p->kind == MG_PIECE_STATUS || p->kind == MG_PIECE_RESPONSE_HEADER)
+        return mg_response_value(p, ctx->response);
     if (p->kind == MG_PIECE_CLAIM) {
         const mg_str_t *v = mg_claims_value(ctx->claims, p->text);
         return mg_value(v != NULL ? *v : MG_STR_NULL, MG_FORM_PLAIN);

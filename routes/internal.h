@@ -19,6 +19,20 @@
 int mg__actions_compile(const mg_node_t *seq, mg_template_known_t known, void *arg, mg_action_t **actions, size_t *num,
                         mg_errors_t *errs);
 void mg__actions_free(mg_action_t *actions, size_t num);
+/* Reads a `response:` sequence (actions.c) the same way: set_header, add_header and remove_header
+ * items, each with an optional `always: BOOL` beside its action; templates may also use ${status}
+ * and ${response.header.<Name>}. */
+int mg__response_actions_compile(const mg_node_t *seq, mg_template_known_t known, void *arg, mg_action_t **actions, size_t *num,
+                                 mg_errors_t *errs);
+/* Applies header action `a` (value: its expanded value, unused by remove_header) to the fields
+ * *headers / *num: a copy in `alloc` memory with every field of a->name removed and, for set and
+ * add, the new one where the first was (set) or at the end (add, or set of an absent field); the
+ * input is never written. Returns 1 when *headers changed, 0 when there was nothing to remove. */
+int mg__headers_edit(const mg_action_t *a, mg_str_t value, mg_alloc_t *alloc, const mg_header_t **headers, size_t *num);
+/* Comma-separated lists (fields.c): the next item of `list` from *pos on (spaces and tabs around
+ * it skipped), 0 when there is none left; and 1 when `list` holds `token` (any case). */
+int mg__list_next(mg_str_t list, size_t *pos, mg_str_t *item);
+int mg__list_has(mg_str_t list, mg_str_t token);
 
 /* Checks that scalar `node` is a method as set_method takes it (an upper-case token such as GET
  * or PURGE); -1 after recording an error at the node. */
@@ -38,10 +52,12 @@ typedef enum mg_piece_kind {
     MG_PIECE_PATH,
     MG_PIECE_QUERY,
     MG_PIECE_METHOD,
-    MG_PIECE_VAR,         /* remainder, a named capture or a bridge's msg.<field> (bound by the gateway) */
-    MG_PIECE_HEADER,      /* ${header.<Name>}: text is the lower-case name */
-    MG_PIECE_QUERY_PARAM, /* ${query.<name>}: text is the parameter name */
-    MG_PIECE_CLAIM,       /* ${claim.<name>}: text is the claim's (dotted) name */
+    MG_PIECE_VAR,             /* remainder, a named capture or a bridge's msg.<field> (bound by the gateway) */
+    MG_PIECE_HEADER,          /* ${header.<Name>}: text is the lower-case name */
+    MG_PIECE_QUERY_PARAM,     /* ${query.<name>}: text is the parameter name */
+    MG_PIECE_CLAIM,           /* ${claim.<name>}: text is the claim's (dotted) name */
+    MG_PIECE_STATUS,          /* ${status}: the answer's status (response actions only) */
+    MG_PIECE_RESPONSE_HEADER, /* ${response.header.<Name>}: text is the lower-case name (response actions only) */
 } mg_piece_kind_t;
 
 typedef struct mg_piece {
@@ -103,6 +119,20 @@ void mg__respond_free(mg_route_respond_t *respond);
  * recorded and reading goes on; what was read belongs to `r` even then (mg__bridge_free). */
 void mg__bridge_read(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *v);
 void mg__bridge_free(mg_route_bridge_t *bridge);
+
+/* Reads a route's `compress:` (compress.c): `off` or {...} without max_memory; NULL after errors. */
+mg_compress_t *mg__compress_read(const mg_node_t *node, mg_errors_t *errs);
+void mg__compress_free(mg_compress_t *c);
+
+/* Reads `cors: {...}` (cors.c); NULL after recording errors at their positions. */
+mg_cors_t *mg__cors_read(const mg_node_t *map, mg_errors_t *errs);
+void mg__cors_free(mg_cors_t *cors);
+
+/* Reads `response:`, `cors:` and `compress:` (response.c) into r->response (left NULL when the
+ * route has none of them), and sets r->response_from (the parent's must be set). Errors are
+ * recorded and reading goes on; what was read belongs to `r` even then. */
+void mg__route_response_read(const mg_route_env_t *env, mg_route_t *r, const mg_node_t *map);
+void mg__route_response_free(mg_route_response_t *response);
 
 /* Reads `auth:` and `require:` (auth.c) into r->auth (left NULL when the route has neither), and
  * sets r->auth_from (the parent's must be set). Errors are recorded and reading goes on; what was

@@ -30,8 +30,8 @@ typedef struct mg_routes_builder {
     unsigned unsure; /* > 0 while reading below a condition that did not compile */
 } mg_routes_builder_t;
 
-static const char *const mg_route_keys[] = {"name",   "match", "actions", "forward", "bridge",  "respond", "redirect",
-                                            "routes", "quota", "order",   "auth",    "require", NULL};
+static const char *const mg_route_keys[] = {"name",  "match", "actions", "forward", "bridge",   "respond", "redirect", "routes",
+                                            "quota", "order", "auth",    "require", "response", "cors",    "compress", NULL};
 static const char *const mg_route_terminals[] = {"forward", "bridge", "respond", "redirect", "routes", NULL};
 static const char *const mg_forward_keys[] = {"backend", "host", NULL};
 static const char *const mg_redirect_keys[] = {"location", "status", NULL};
@@ -428,6 +428,10 @@ static mg_route_t *mg_route_compile(mg_routes_builder_t *b, const mg_node_t *map
     r->order_from = r->order != NULL ? r : parent != NULL ? parent->order_from : NULL;
     mg_route_env_t env = {b->resolve, b->arg, NULL, NULL, b->errs, b->routes};
     mg__route_auth_read(&env, r, map);
+    mg_route_scope_t scope = {b, r};
+    mg_route_env_t response_env = {b->resolve, b->arg, mg_route_knows, &scope, b->errs, b->routes};
+    mg__route_response_read(&response_env, r, map);
+    b->routes->edits_answers |= r->response != NULL;
     r->needs_claims = (mg_matcher_needs(r->match) & MG_NEEDS_CLAIMS) != 0;
     mg_route_read_terminal(b, r, map);
     b->unsure -= unsure;
@@ -505,6 +509,7 @@ static void mg_route_free(mg_route_t *r)
     mg_template_free(r->forward.host);
     mg__bridge_free(r->bridge);
     mg__route_auth_free(r->auth);
+    mg__route_response_free(r->response);
     if (r->redirect != NULL)
         mg_template_free(r->redirect->location);
     free(r->redirect);

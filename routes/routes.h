@@ -91,11 +91,16 @@ int mg_template_expand(const mg_template_t *t, const mg_ctx_t *ctx, mg_str_t *ou
 const char *mg_template_strerror(int err);
 /* The template as written. */
 mg_str_t mg_template_source(const mg_template_t *t);
+/* 1 with its text in *out ("$$" unescaped, NUL-terminated) when the template has no variable:
+ * its value needs no expansion; 0 otherwise. */
+int mg_template_literal(const mg_template_t *t, mg_str_t *out);
 /* What the template's value can vary with: 0 when it is literal text only; the bit
  * MG_TEMPLATE_TENANT when it uses ${tenant} (no capture of that name can shadow it); the bit
- * MG_TEMPLATE_REQUEST when it uses anything else (headers, path, query, captures, ...). */
+ * MG_TEMPLATE_RESPONSE when it uses ${status} or ${response.header.<Name>} (response actions);
+ * the bit MG_TEMPLATE_REQUEST when it uses anything else (headers, path, query, captures, ...). */
 #define MG_TEMPLATE_TENANT 1u
 #define MG_TEMPLATE_REQUEST 2u
+#define MG_TEMPLATE_RESPONSE 4u
 unsigned mg_template_varies(const mg_template_t *t);
 void mg_template_free(mg_template_t *t);
 
@@ -132,8 +137,10 @@ typedef enum mg_action_kind {
 
 typedef struct mg_action {
     mg_action_kind_t kind;
+    unsigned always;      /* a response action written with `always: true`: also on the answers the gateway makes */
     mg_str_t name;        /* header actions: the header, lower case; set_method: the method; owned */
-    mg_template_t *value; /* NULL for remove_header and set_method */
+    mg_template_t *value; /* NULL for remove_header and set_method; a response action's may use ${status} and
+                           * ${response.header.<Name>} */
 } mg_action_t;
 
 typedef struct mg_route mg_route_t;
@@ -209,6 +216,113 @@ typedef struct mg_route_auth {
     size_t num_require;
 } mg_route_auth_t;
 
+/* ---------------------------------------------------------------------------------------
+ * What a route does to its answer: `response:` actions (response.c), `cors:` (cors.c) and
+ * `compress:` (compress.c), written on a route or a branch for it and its children.
+ */
+
+typedef struct mg_cors mg_cors_t; /* cors.c */
+
+/* `compress:` (compress.c), at the top level, on a route or a branch. Each key is inherited on its
+ * own (mg_compress_resolve): `set` says which ones this mapping writes. */
+#define MG_COMPRESS_DEFAULT_MIN_SIZE 1024u
+#define MG_COMPRESS_DEFAULT_GZIP_LEVEL 5
+#define MG_COMPRESS_DEFAULT_BROTLI_QUALITY 4
+#define MG_COMPRESS_DEFAULT_MAX_MEMORY (64u << 20)
+#define MG_COMPRESS_SET_TYPES 1u
+#define MG_COMPRESS_SET_MIN_SIZE 2u
+#define MG_COMPRESS_SET_GZIP 4u
+#define MG_COMPRESS_SET_BROTLI 8u
+#define MG_COMPRESS_SET_ALL 15u
+typedef struct mg_compress {
+    unsigned off; /* `compress: off`: writes no key, and stops compression where it is the nearest */
+    unsigned set; /* MG_COMPRESS_SET_*: the keys written here */
+    char **types; /* media types, lower case; "text/..." ending in a star for a whole type, or star-slash-star for any */
+    size_t num_types;
+    uint64_t min_size;   /* an answer whose length is known and smaller goes as it is */
+    int gzip_level;      /* 1..9; -1: gzip is not offered */
+    int brotli_quality;  /* 0..11; -1: brotli is not offered */
+    uint64_t max_memory; /* top level only: the encoders' memory, all answers of the process together */
+    unsigned line, column;
+} mg_compress_t;
+
+/* The settings that apply to one answer, each key resolved (mg_compress_resolve); borrowed from the
+ * configuration. */
+typedef struct mg_compress_settings {
+    const char *const *types;
+    size_t num_types;
+    uint64_t min_size;
+    int gzip_level;
+    int brotli_quality;
+} mg_compress_settings_t;
+
+typedef enum mg_coding {
+    MG_CODING_IDENTITY,
+    MG_CODING_GZIP,
+    MG_CODING_BROTLI,
+} mg_coding_t;
+
+/* Reads the top-level `compress:` (also `max_memory`); NULL after recording errors. */
+mg_compress_t *mg_compress_read_top(const mg_node_t *node, mg_errors_t *errs);
+void mg_compress_free(mg_compress_t *c);
+/* 1 when a Content-Type value (parameters ignored) is one of s->types. */
+int mg_compress_wants_type(const mg_compress_settings_t *s, mg_str_t content_type);
+/* The coding the client's Accept-Encoding prefers among those `s` offers (q-values, "*" for the
+ * codings not named, q=0 refusing one; brotli at equal q), or MG_CODING_IDENTITY. */
+mg_coding_t mg_compress_choose(const mg_compress_settings_t *s, mg_str_t accept_encoding);
+/* "gzip", "br", "identity": the Content-Encoding token. */
+const char *mg_coding_name(mg_coding_t coding);
+/* 1 when a Cache-Control value holds the no-transform directive (any case; quoted arguments of
+ * other directives skipped). */
+int mg_cache_control_no_transform(mg_str_t value);
+
+/* What the decision to compress an answer looks at, gathered by the gateway from the answer's head
+ * and the request. */
+typedef struct mg_compress_facts {
+    int status;
+    unsigned head : 1;         /* the client's method or the one sent is HEAD: no body goes */
+    unsigned encoded : 1;      /* the answer has a Content-Encoding already */
+    unsigned no_transform : 1; /* its Cache-Control says no-transform */
+    unsigned http10 : 1;       /* the client speaks HTTP/1.0 */
+    mg_str_t content_type;     /* base NULL: none */
+    uint64_t length;           /* of the body; UINT64_MAX when not known (streamed) */
+    mg_str_t accept_encoding;  /* the client's; base NULL when it sent none */
+} mg_compress_facts_t;
+
+/* The decision, and else why not (the label of matchgate_compress_skipped_total). */
+typedef enum mg_compress_skip {
+    MG_COMPRESS_YES,
+    MG_COMPRESS_SKIP_STATUS,       /* 1xx, 204, 205, 206, 3xx */
+    MG_COMPRESS_SKIP_ENCODED,      /* Content-Encoding present */
+    MG_COMPRESS_SKIP_NO_TRANSFORM, /* Cache-Control: no-transform */
+    MG_COMPRESS_SKIP_TYPE,         /* no Content-Type, or one not in `types` */
+    MG_COMPRESS_SKIP_SIZE,         /* known length below min_size, or 0 */
+    MG_COMPRESS_SKIP_METHOD,       /* HEAD */
+    MG_COMPRESS_SKIP_HTTP_VERSION, /* an HTTP/1.0 client */
+    MG_COMPRESS_SKIP_NOT_ACCEPTED, /* Accept-Encoding accepts no coding offered */
+    MG_COMPRESS_SKIP_MEMORY,       /* compress.max_memory is held by other answers (decided by the gateway) */
+    MG_COMPRESS_NUM_SKIPS
+} mg_compress_skip_t;
+
+/* Decides for one answer under settings `s`: MG_COMPRESS_YES with *coding the coding to use, or
+ * why not. *vary is 1 when the answer depends on Accept-Encoding (`Vary: Accept-Encoding` is due,
+ * whether this one is compressed or not), 0 when no request could get it compressed. */
+mg_compress_skip_t mg_compress_decide(const mg_compress_settings_t *s, const mg_compress_facts_t *f, mg_coding_t *coding,
+                                      int *vary);
+/* "status", "encoded", ...: the reason's label (empty for MG_COMPRESS_YES). */
+const char *mg_compress_skip_label(mg_compress_skip_t why);
+
+/* What one route writes of the above (mg_route_t.response): each part NULL when not written. */
+typedef struct mg_route_response {
+    mg_action_t *actions; /* set_header, add_header and remove_header on the answer */
+    size_t num_actions;
+    mg_cors_t *cors;
+    mg_compress_t *compress;
+    /* of its actions and of those up the tree (set at load): some read the request's context;
+     * there are some; some are `always` */
+    unsigned needs_ctx : 1, has_actions : 1, has_always : 1;
+} mg_route_response_t;
+
 /*
  * A route. What most routes have is in the struct; each part only some routes write is a
  * pointer, NULL when the route has none (a 100,000-route file pays for what it uses:
@@ -241,6 +355,10 @@ struct mg_route {
     const mg_route_t *order_from;  /* the route whose `order` applies here (set at load), or NULL */
     mg_route_auth_t *auth;         /* NULL: neither `auth:` nor `require:` */
     const mg_route_t *auth_from;   /* the route whose `auth` applies here (set at load), or NULL: none */
+    mg_route_response_t *response; /* NULL: neither `response:`, `cors:` nor `compress:` */
+    /* the nearest route up the tree, itself included, with `response` (set at load), or NULL: a
+     * request on a route that edits no answer pays one test */
+    const mg_route_t *response_from;
 };
 
 /* The `auth:` mode `r` itself writes: INHERIT when it writes none. */
@@ -259,6 +377,7 @@ typedef struct mg_routes {
     /* one copy of each backend name the routes use (forward.backend_name and bridge->backend_name
      * point at it): 100,000 routes to one backend need not hold 100,000 copies */
     struct mg_keytab *backend_names;
+    int edits_answers; /* some route has response:, cors: or compress: */
 } mg_routes_t;
 
 /* Maps a backend name used by `forward` or `bridge` to the caller's backend object; NULL = undefined. */
@@ -330,6 +449,90 @@ mg_route_auth_mode_t mg_route_auth(const mg_route_t *leaf, const mg_route_t **fr
 int mg_route_requires(const mg_route_t *leaf, mg_ctx_t *ctx, const mg_matcher_t **failed);
 /* 1 when `leaf` or an ancestor has `require:`. */
 int mg_route_has_requires(const mg_route_t *leaf);
+
+/*
+ * The response actions of `leaf` and of its ancestors, root first, each list in order, applied to
+ * the answer `res`'s fields (through res->ops; later actions see
+ * the effect of earlier ones in ${response.header.<Name>}); only the `always` ones when
+ * `gateway_made`. An action whose value cannot be made (a variable would put CR, LF or a control
+ * character into it) is left out, counted in *failed. Returns 1 when the headers changed.
+ */
+int mg_route_response_apply(const mg_route_t *leaf, mg_ctx_t *ctx, int gateway_made, mg_ctx_response_t *res, unsigned *failed);
+/* 1 when `leaf` or an ancestor has response actions (that `gateway_made` answers get: only those
+ * with `always`). */
+int mg_route_has_response_actions(const mg_route_t *leaf, int gateway_made);
+/* 1 when a response action of `leaf` or of an ancestor reads the request's context (a variable
+ * other than ${status} and ${response.header.<Name>}): the context must outlive the request path. */
+int mg_route_response_needs_ctx(const mg_route_t *leaf);
+
+/* An answer's fields in an array (fields.c), edited through mg_fields_array_ops (mg_ctx_response_t
+ * .fields points at it): the route tool's and the tests' answers. Names lower case; the array
+ * grows in `alloc` memory. */
+typedef struct mg_fields {
+    mg_header_t *items;
+    size_t size, capacity;
+    mg_alloc_t alloc;
+} mg_fields_t;
+extern const mg_fields_ops_t mg_fields_array_ops;
+
+/* What editing an answer came to besides its fields. */
+typedef struct mg_answer_edit {
+    unsigned failed;  /* response actions left out: a variable would have split the value */
+    int cors_refused; /* the request's Origin is one the route's CORS policy refuses */
+} mg_answer_edit_t;
+
+/*
+ * The whole edit of `leaf`'s answer `res`, in the order the gateway makes it: the CORS fields of an
+ * actual request with Origin `origin` (base NULL: none) when a `cors:` applies (the answer's own
+ * Access-Control-* fields dropped, Vary merged into one list), then the response actions
+ * (mg_route_response_apply). Returns 1 when res->headers changed (a new array in ctx->alloc).
+ */
+int mg_route_answer_edit(const mg_route_t *leaf, mg_ctx_t *ctx, mg_str_t origin, int gateway_made, mg_ctx_response_t *res,
+                         mg_answer_edit_t *edit);
+
+/* The `cors:` that applies to `leaf` (its own, else its nearest ancestor's), or NULL. */
+const mg_cors_t *mg_route_cors(const mg_route_t *leaf);
+/* The `compress:` that applies to `leaf` (its own, else its nearest ancestor's; it may say `off`),
+ * or NULL: the top-level one applies. */
+const mg_compress_t *mg_route_compress(const mg_route_t *leaf);
+/* The compression settings of an answer on `leaf` (NULL: no route), `top` being the top-level
+ * `compress:` (NULL when not written): 0 when nothing is compressed there (no `compress:` applies,
+ * or the nearest says `off`); else 1 and *out holds each key from the nearest `compress:` that
+ * writes it (the route's, its ancestors', then `top`), or its default. */
+int mg_compress_resolve(const mg_route_t *leaf, const mg_compress_t *top, mg_compress_settings_t *out);
+
+/*
+ * CORS decisions (cors.c), as the Fetch standard's CORS protocol has them. An answer is the
+ * fields to add (values borrowed from the policy and the request) and, when the request is not
+ * allowed, why: it then gets no Access-Control-* field at all (the browser blocks it), only Vary
+ * when the answer depends on the origin.
+ */
+#define MG_CORS_MAX_HEADERS 6
+typedef struct mg_cors_answer {
+    mg_header_t headers[MG_CORS_MAX_HEADERS]; /* names lower case */
+    size_t num_headers;
+    const char *refusal; /* NULL: allowed; else "the origin is not allowed", ... */
+    mg_str_t refused;    /* the request header that was refused, when that was the reason */
+} mg_cors_answer_t;
+
+/* 1 when `origin` (the request's Origin; base NULL when it sent none) may read the answers. */
+int mg_cors_allows_origin(const mg_cors_t *c, mg_str_t origin);
+/* 1 when the policy's answers depend on the request's Origin (Vary: Origin): always but for "*"
+ * without credentials. */
+int mg_cors_varies(const mg_cors_t *c);
+/* The answer to a preflight with Origin `origin`, Access-Control-Request-Method `method` and
+ * Access-Control-Request-Headers `request_headers` (base NULL when absent). */
+void mg_cors_preflight(const mg_cors_t *c, mg_str_t origin, mg_str_t method, mg_str_t request_headers, mg_cors_answer_t *a);
+/* The fields of the answer to an actual request with Origin `origin` (base NULL: none). */
+void mg_cors_actual(const mg_cors_t *c, mg_str_t origin, mg_cors_answer_t *a);
+
+/* The policy as a YAML flow mapping `cors:` reads again (--check --print), snprintf-style:
+ * returns the length needed. */
+size_t mg_cors_describe(const mg_cors_t *c, char *buf, size_t size);
+
+/* Why the gateway refuses to let a response action set or remove header `name` (framing,
+ * hop-by-hop, Date, the body's coding, the request id), or NULL when it does not. */
+const char *mg_response_header_refusal(const char *name);
 
 /* Why the gateway refuses to let a route (or forward_claims) set request header `name` (framing,
  * hop-by-hop, the ones it writes itself), or NULL when it does not. */

@@ -96,6 +96,12 @@ static int mg_knows_msg(const mg_template_builder_t *b)
     return mg_known(b, MG_STR("msg.<field>"));
 }
 
+/* Where the answer's variables are allowed (a response action), `known` accepts this name. */
+static int mg_knows_response(const mg_template_builder_t *b)
+{
+    return mg_known(b, MG_STR("response.<header>"));
+}
+
 static void mg_unknown_variable(mg_template_builder_t *b, mg_str_t name)
 {
     char word[72];
@@ -113,6 +119,8 @@ static void mg_unknown_variable(mg_template_builder_t *b, mg_str_t name)
     /* Users who saw ${msg.<field>} in a bridge will try it elsewhere: say where it belongs. */
     if (!msg && mg_has_prefix(name, "msg."))
         snprintf(hint, sizeof(hint), "message fields are only known in bridge.path; ");
+    else if (!mg_knows_response(b) && (mg_name_is(name, "status") || mg_has_prefix(name, "response.")))
+        snprintf(hint, sizeof(hint), "the answer's variables are only known in response actions; ");
     else if (near != NULL)
         snprintf(hint, sizeof(hint), "did you mean '${%s}'? ", near);
     mg_errors_add(
@@ -122,19 +130,21 @@ static void mg_unknown_variable(mg_template_builder_t *b, mg_str_t name)
         (int)name.len, name.base, hint, remainder ? "remainder, " : "", msg ? "msg.<field>, " : "");
 }
 
-static int mg_compile_header_var(mg_template_builder_t *b, mg_str_t name)
+/* ${header.<Name>} (`prefix` "header.") or ${response.header.<Name>}: a header of the request, or
+ * of the answer. */
+static int mg_compile_header_var(mg_template_builder_t *b, mg_str_t name, const char *prefix, mg_piece_kind_t kind)
 {
-    mg_str_t h = mg_str(name.base + 7, name.len - 7);
+    size_t skip = strlen(prefix);
+    mg_str_t h = mg_str(name.base + skip, name.len - skip);
     size_t i = 0;
     while (i != h.len && mg_is_tchar(h.base[i]))
         ++i;
     if (h.len == 0 || i != h.len) {
-        mg_errors_add(b->errs, b->node,
-                      "invalid header name in '${%.*s}' (expected ${header.<Name>}, a token such as X-Account-Id)", (int)name.len,
-                      name.base);
+        mg_errors_add(b->errs, b->node, "invalid header name in '${%.*s}' (expected ${%s<Name>}, a token such as X-Account-Id)",
+                      (int)name.len, name.base, prefix);
         return -1;
     }
-    mg_add_piece(b, MG_PIECE_HEADER, mg_keep_string(b, h.base, h.len, 1), 0);
+    mg_add_piece(b, kind, mg_keep_string(b, h.base, h.len, 1), 0);
     return 0;
 }
 
@@ -172,7 +182,9 @@ static int mg_compile_var(mg_template_builder_t *b, mg_str_t name)
     if (mg_has_prefix(name, "claim."))
         return mg_compile_claim_var(b, name);
     if (mg_has_prefix(name, "header."))
-        return mg_compile_header_var(b, name);
+        return mg_compile_header_var(b, name, "header.", MG_PIECE_HEADER);
+    if (mg_has_prefix(name, "response.header.") && mg_knows_response(b))
+        return mg_compile_header_var(b, name, "response.header.", MG_PIECE_RESPONSE_HEADER);
     if (mg_has_prefix(name, "query."))
         return mg_compile_query_var(b, name);
     if (name.len == 4 && mg_has_prefix(name, "msg.") && mg_knows_msg(b)) {
@@ -180,6 +192,10 @@ static int mg_compile_var(mg_template_builder_t *b, mg_str_t name)
         return -1;
     }
     int bindable = mg_known(b, name);
+    if (mg_name_is(name, "status") && mg_knows_response(b)) {
+        mg_add_piece(b, MG_PIECE_STATUS, mg_keep_string(b, name.base, name.len, 0), bindable);
+        return 0;
+    }
     for (size_t i = 0; i != MG_NUM_BUILTINS; ++i) {
         if (mg_name_is(name, mg_builtins[i].name)) {
             mg_add_piece(b, mg_builtins[i].kind, mg_keep_string(b, name.base, name.len, 0), bindable);
@@ -311,6 +327,7 @@ mg_template_t *mg_template_compile(const mg_node_t *node, mg_template_target_t t
         mg_template_free(t);
         return NULL;
     }
+    *b.next = '\0'; /* after the last string: a literal-only template's text is a C string too */
     return t;
 }
 
@@ -327,6 +344,16 @@ mg_str_t mg_template_source(const mg_template_t *t)
     return mg_str(t->source, t->source_len);
 }
 
+int mg_template_literal(const mg_template_t *t, mg_str_t *out)
+{
+    if (t->num_vars != 0)
+        return 0;
+    /* no variable: at most one literal piece, the whole text (its strings end with a NUL: the
+     * builder wrote no more than the source's length into a buffer one byte longer) */
+    *out = t->num_pieces != 0 ? t->pieces[0].text : mg_str("", 0);
+    return 1;
+}
+
 unsigned mg_template_varies(const mg_template_t *t)
 {
     unsigned varies = 0;
@@ -334,6 +361,8 @@ unsigned mg_template_varies(const mg_template_t *t)
         const mg_piece_t *p = &t->pieces[i];
         if (p->kind == MG_PIECE_TENANT && !p->may_be_bound)
             varies |= MG_TEMPLATE_TENANT;
+        else if ((p->kind == MG_PIECE_STATUS && !p->may_be_bound) || p->kind == MG_PIECE_RESPONSE_HEADER)
+            varies |= MG_TEMPLATE_RESPONSE;
         else if (p->kind != MG_PIECE_LITERAL)
             varies |= MG_TEMPLATE_REQUEST;
     }

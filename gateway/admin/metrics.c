@@ -32,6 +32,11 @@ static const worker_metric_t worker_metrics[] = {
      offsetof(mg_worker_stats_t, ws_sessions)},
     {"matchgate_websocket_bridged_messages_total", "counter", "Client messages a WebSocket bridge has answered.",
      offsetof(mg_worker_stats_t, ws_bridged)},
+    {"matchgate_cors_refused_total", "counter", "Requests whose Origin their route's CORS policy does not allow.",
+     offsetof(mg_worker_stats_t, cors_refused)},
+    {"matchgate_response_action_failures_total", "counter",
+     "Response actions left out because a variable would have put CR, LF or a control character in the value.",
+     offsetof(mg_worker_stats_t, response_action_failures)},
 };
 
 static uint64_t sum_workers(mg_gateway_t *gw, size_t offset)
@@ -92,6 +97,11 @@ static void put_metrics(FILE *out, mg_gateway_t *gw, const mg_config_t *conf)
         put_header(out, m->name, m->type, m->help);
         fprintf(out, "%s %llu\n", m->name, (unsigned long long)sum_workers(gw, m->offset));
     }
+    put_header(out, "matchgate_cors_preflights_total", "counter", "CORS preflights the gateway answered, by result.");
+    fprintf(out, "matchgate_cors_preflights_total{result=\"allowed\"} %llu\n",
+            (unsigned long long)sum_workers(gw, offsetof(mg_worker_stats_t, cors_preflight_allowed)));
+    fprintf(out, "matchgate_cors_preflights_total{result=\"refused\"} %llu\n",
+            (unsigned long long)sum_workers(gw, offsetof(mg_worker_stats_t, cors_preflight_refused)));
     put_header(out, "matchgate_responses_total", "counter", "Responses sent, by status class.");
     for (int c = 1; c <= 5; c++)
         fprintf(out, "matchgate_responses_total{class=\"%dxx\"} %llu\n", c,
@@ -225,6 +235,7 @@ void mg_admin_metrics(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
     put_metrics(out, gw, conf);
     mg_conns_put_metrics(out, gw, conf);
     mg_loop_put_metrics(out, gw);
+    mg_compress_put_metrics(out, gw, conf);
     put_backend_metrics(out, conf);
     mg_admin_route_metrics(out, conf);
     mg_admin_put_server_metrics(out, conf);

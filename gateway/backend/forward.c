@@ -43,6 +43,7 @@ typedef struct mg_forward {
     unsigned paused : 1;       /* the exchange waits for the client to read (backpressure) */
     h2o_generator_t generator;
     h2o_buffer_t *recv, *sending;
+    mg_compress_stream_t *compress; /* the answer goes compressed through it (set by start_response), or NULL */
     h2o_linklist_t flush_link;
     mg_timer_t timeout;
     mg_timer_t stall;
@@ -119,7 +120,8 @@ static void start_response(mg_forward_t *f)
      * nobody sends, and the client, which did not ask for a HEAD, must not wait for it */
     if (is_head(f->r->send_method) && !is_head(f->r->method))
         req->res.content_length = 0;
-    mg_request_add_own_headers(f->r, req);
+    mg_request_add_own_headers(f->r, req, 0);
+    f->compress = mg_compress_response(f->r, req);
     f->r->status = f->status;
     f->state = MG_FORWARD_STREAMING;
     /* from here on h2o writes to the client and reports a departure itself */
@@ -178,21 +180,33 @@ static int take_body_buffer(void *arg, h2o_buffer_t **buf)
     return 1;
 }
 
-static void on_proceed(h2o_generator_t *generator, h2o_req_t *req)
+/* Emptied, not freed: the next swap would otherwise grow a new buffer by doubling and copying. */
+static void empty_buffer(h2o_buffer_t *b)
 {
-    mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, generator, generator);
-    f->send_pending = 0;
-    mg_timer_cancel(&f->stall);
-    /* emptied, not freed: the next swap would otherwise grow a new buffer by doubling and copying */
-    if (f->sending->bytes != NULL) {
-        f->sending->size = 0;
-        f->sending->bytes = f->sending->_buf;
+    if (b->bytes != NULL) {
+        b->size = 0;
+        b->bytes = b->_buf;
     }
+}
+
+/* The client has room again: the exchange, paused for it, reads on (it may call back into the
+ * forward, and even end it). */
+static void resume_exchange(mg_forward_t *f)
+{
     if (f->paused && f->state == MG_FORWARD_STREAMING) {
         f->paused = 0;
         mg_timer_set(&f->timeout, f->timeout_left_ms);
         mg_exchange_resume(f->x);
     }
+}
+
+static void on_proceed(h2o_generator_t *generator, h2o_req_t *req)
+{
+    mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, generator, generator);
+    f->send_pending = 0;
+    mg_timer_cancel(&f->stall);
+    empty_buffer(f->sending);
+    resume_exchange(f);
     try_send(f);
 }
 
@@ -200,6 +214,22 @@ static void on_stop(h2o_generator_t *generator, h2o_req_t *req)
 {
     mg_forward_t *f = H2O_STRUCT_FROM_MEMBER(mg_forward_t, generator, generator);
     mg_forward_cancel(f->r);
+}
+
+/* Moves what `recv` holds into `sending` (which is empty): the bytes themselves (the buffers
+ * swap), or what the answer's encoder makes of them (`end`: the last piece). 0, or -1 when the
+ * encoder failed. */
+static int fill_sending(mg_forward_t *f, int end)
+{
+    if (f->compress == NULL) {
+        h2o_buffer_t *t = f->sending;
+        f->sending = f->recv;
+        f->recv = t;
+        return 0;
+    }
+    int ret = mg_compress_stream_run(f->compress, h2o_iovec_init(f->recv->bytes, f->recv->size), &f->sending, end);
+    empty_buffer(f->recv);
+    return ret;
 }
 
 /* Sends what `recv` holds, and the end of the response once the backend is done. */
@@ -211,16 +241,23 @@ static void try_send(mg_forward_t *f)
         return;
     if (f->state == MG_FORWARD_HEAD)
         start_response(f);
-    h2o_buffer_t *t = f->sending;
-    f->sending = f->recv;
-    f->recv = t;
-    h2o_iovec_t buf = h2o_iovec_init(f->sending->bytes, f->sending->size);
     h2o_send_state_t state = H2O_SEND_STATE_IN_PROGRESS;
     if (f->state == MG_FORWARD_ENDING)
         state = f->result == MG_ATTEMPT_OK ? H2O_SEND_STATE_FINAL : H2O_SEND_STATE_ERROR;
+    if (fill_sending(f, state == H2O_SEND_STATE_FINAL) != 0)
+        state = H2O_SEND_STATE_ERROR; /* the encoder failed: the answer is cut short */
+    h2o_iovec_t buf = h2o_iovec_init(f->sending->bytes, f->sending->size);
+    if (state == H2O_SEND_STATE_IN_PROGRESS && buf.len == 0) {
+        /* the encoder keeps the bytes for now: nothing to send, so no proceed will come to
+         * resume a paused exchange */
+        resume_exchange(f);
+        return;
+    }
     h2o_req_t *req = f->r->req;
     f->r->bytes_sent += buf.len;
     if (state != H2O_SEND_STATE_IN_PROGRESS) {
+        if (f->compress != NULL)
+            mg_compress_stream_close(f->compress); /* its output stays in `sending` until disposed */
         f->state = MG_FORWARD_OVER;
         f->r->req = NULL;    /* h2o owns the request from the final send on */
         release_exchange(f); /* the buffers stay until the request is disposed */
@@ -521,6 +558,8 @@ void mg_forward_cancel(mg_request_t *r)
     transfer_over(f);
     f->state = MG_FORWARD_OVER;
     mg_timer_cancel(&f->stall);
+    if (f->compress != NULL)
+        mg_compress_stream_close(f->compress);
     h2o_buffer_dispose(&f->recv);
     h2o_buffer_dispose(&f->sending);
 }

@@ -18,7 +18,7 @@
 #define MG_MAX_WORKERS 256
 
 static const char *const top_keys[] = {"listen", "workers", "shutdown_timeout", "access_log", "limits", "backends", "tenants",
-                                       "routes", "admin",   "websocket",        "reload",     "auth",   NULL};
+                                       "routes", "admin",   "websocket",        "reload",     "auth",   "compress", NULL};
 
 /* ---------------------------------------------------------------------------------------
  * Small helpers
@@ -252,6 +252,9 @@ static void parse_globals(mg_config_loader_t *cl, const mg_node_t *root)
     parse_access_log(cl, root);
     parse_limits(cl, root);
     parse_websocket(cl, root);
+    const mg_node_t *compress = mg_node_get(root, "compress");
+    if (compress != NULL)
+        cl->conf->compress = mg_compress_read_top(compress, cl->errs);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -475,6 +478,7 @@ void mg_config_free(mg_config_t *conf)
         mg_routes_free(conf->routes);
     mg__config_admin_free(&conf->admin);
     mg_auth_conf_free(&conf->auth);
+    mg_compress_free(conf->compress);
     free(conf->route_hits.counts);
     free(conf->route_hits.stats);
     if (conf->access_log_fd >= 0 && conf->access_log_fd != STDOUT_FILENO)

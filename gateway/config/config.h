@@ -305,6 +305,7 @@ typedef struct mg_config {
     mg_admin_conf_t admin;
     mg_reload_conf_t reload;
     mg_auth_conf_t auth;
+    mg_compress_t *compress; /* the top-level `compress:`; NULL: answers are compressed only where a route says so */
     mg_route_hits_t route_hits;
     uint64_t generation; /* 1 for the configuration loaded at start, +1 per successful reload */
     atomic_uint refs;    /* 1 when loaded */

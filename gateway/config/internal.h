@@ -67,6 +67,12 @@ void mg__config_auth_inherit(mg_config_t *conf, const mg_config_t *running);
 void mg__config_print_auth(const mg_auth_conf_t *ac, FILE *out);
 void mg__config_print_trusted_proxies(const mg_tenants_conf_t *tc, FILE *out);
 void mg__config_print_route_auth(const mg_route_t *r, const char *indent, FILE *out);
+/* --check --print of the answer's parts (print_response.c): a route's `response:`, `cors:` and
+ * `compress:` (at `indent`), and a `compress:` (`top`: with max_memory). */
+void mg__config_print_route_response(const mg_route_t *r, const char *indent, FILE *out);
+void mg__config_print_compress(FILE *out, const char *indent, const mg_compress_t *c, int top);
+/* A list of actions under `key` (actions:, response:), at `indent` (print.c). */
+void mg__config_print_actions(FILE *out, const char *key, const mg_action_t *actions, size_t num, const char *indent);
 /* A string as a YAML double-quoted scalar (JSON's escapes are YAML's), and a condition's
  * description, as --print writes them (print.c). */
 void mg__config_print_str(FILE *out, const char *s, size_t len);

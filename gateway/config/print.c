@@ -250,15 +250,18 @@ void mg__config_print_condition(FILE *out, const mg_matcher_t *m)
     free(buf);
 }
 
-static void put_actions(FILE *out, const mg_route_t *r, const char *indent)
+void mg__config_print_actions(FILE *out, const char *key, const mg_action_t *actions, size_t num, const char *indent)
 {
     static const char *const names[] = {"set_header", "add_header", "remove_header", "rewrite_path", "set_method", "set_query"};
-    if (r->num_actions == 0)
+    if (num == 0)
         return;
-    fprintf(out, "%sactions:\n", indent);
-    for (size_t i = 0; i < r->num_actions; i++) {
-        const mg_action_t *a = &r->actions[i];
-        fprintf(out, "%s  - %s: ", indent, names[a->kind]);
+    fprintf(out, "%s%s:\n", indent, key);
+    for (size_t i = 0; i < num; i++) {
+        const mg_action_t *a = &actions[i];
+        fprintf(out, "%s  - ", indent);
+        if (a->always) /* beside the action, in the same item */
+            fprintf(out, "always: true\n%s    ", indent);
+        fprintf(out, "%s: ", names[a->kind]);
         if (a->kind == MG_ACTION_SET_HEADER || a->kind == MG_ACTION_ADD_HEADER) {
             fputc('{', out);
             mg__config_print_str(out, a->name.base, a->name.len);
@@ -327,7 +330,8 @@ static void put_route(FILE *out, const mg_route_t *r, int depth)
         fputc('\n', out);
     }
     mg__config_print_route_auth(r, indent, out);
-    put_actions(out, r, indent);
+    mg__config_print_actions(out, "actions", r->actions, r->num_actions, indent);
+    mg__config_print_route_response(r, indent, out);
     if (r->quota != NULL) {
         fprintf(out, "%squota: {requests: %" PRIu32 ", per: %" PRIu64 "ms", indent, r->quota->limit.requests,
                 r->quota->limit.per_us / 1000);
@@ -371,6 +375,8 @@ void mg_config_print(const mg_config_t *conf, FILE *out)
         put_cstr(out, conf->admin.address);
         fputs(conf->admin.token != NULL ? "\n  # token: set, not printed\n" : "\n", out);
     }
+    if (conf->compress != NULL)
+        mg__config_print_compress(out, "", conf->compress, 1);
     fputs("reload:\n", out);
     put_u64(out, "  ", "memory_limit", conf->reload.memory_limit);
     put_ms(out, "  ", "timeout", conf->reload.timeout_ms);

@@ -81,6 +81,8 @@ static int decide(mg_request_t *r, mg_ctx_t *ctx, h2o_iovec_t key, mg_quota_t qu
         return settle(r, rc, &d, what);
     if (ctx != &wait->ctx)
         wait->ctx = *ctx;
+    if (r->ctx == ctx) /* on_req's, on its stack: the answer's edits read the copy from now on */
+        r->ctx = &wait->ctx;
     wait->next = next;
     wait->what = what;
     wait->routes = routes;

@@ -10,6 +10,7 @@
 #include "gateway/internal.h"
 #include "gateway/request/accesslog.h"
 #include "gateway/request/dispatch.h"
+#include "gateway/request/edits.h"
 #include "gateway/format.h"
 #include "gateway/request/headers.h"
 #include "gateway/quota/quota.h"
@@ -364,6 +365,8 @@ static void on_routes_admitted(mg_request_t *r, mg_ctx_t *ctx)
         return;
     }
     res.headers_changed |= edited;
+    r->ctx = ctx;
+    mg_edits_prepare(r, ctx);
     run_terminal(r, ctx, &res);
 }
 
@@ -387,6 +390,7 @@ static int check_auth(mg_request_t *r, mg_ctx_t *ctx)
 static int choose_route(mg_request_t *r, mg_ctx_t *ctx)
 {
     r->route = mg_routes_match(r->conf->routes, ctx);
+    r->routed = 1;
     if (r->route == NULL && ctx->error.reason != NULL)
         refuse_undecided(r, ctx);
     else if (r->route == NULL)
@@ -399,6 +403,7 @@ static int choose_route(mg_request_t *r, mg_ctx_t *ctx)
 /* The tenant's quota admitted the request: the route (unless chosen already), and its quotas. */
 static void on_tenant_admitted(mg_request_t *r, mg_ctx_t *ctx)
 {
+    r->ctx = ctx;
     if (r->route == NULL && choose_route(r, ctx) != 0)
         return;
     mg_config_route_hit(r->conf, r->route, r->worker->id); /* GET /routes */
@@ -420,10 +425,18 @@ static void serve(mg_request_t *r)
 
     if (admit(r, &ctx) != 0)
         return;
+    r->ctx = &ctx;
+    /* a preflight carries no credential and spends no quota: it is answered before both */
+    if (mg_edits_is_preflight(r->req) && mg_edits_preflight(r, &ctx))
+        goto Exit;
     if ((r->auth.outcome == MG_AUTH_FAILED || r->auth.outcome == MG_AUTH_UNAVAILABLE) && choose_route(r, &ctx) != 0)
-        return;
+        goto Exit;
     if (mg_limits_check_tenant(r, &ctx, on_tenant_admitted) == 0)
         on_tenant_admitted(r, &ctx);
+Exit:
+    /* what outlives this call was copied (edits.c, limits.c): nothing may point at the stack */
+    if (r->ctx == &ctx)
+        r->ctx = NULL;
 }
 
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
@@ -451,6 +464,7 @@ static void on_early_response(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t 
     mg_worker_t *w = mg_worker_of(req->conn->ctx);
     int fd = w->conf->access_log_fd;
     const char *code = req->res.status == 413 ? "body-too-large" : req->res.status == 503 ? "overloaded" : "bad-request";
+    add_header(req, H2O_STRLIT("server"), H2O_STRLIT("matchgate")); /* h2o's server_name is empty (response.c) */
     add_header(req, H2O_STRLIT("x-matchgate-error"), code, strlen(code));
     /* a body refused by limits.max_buffered_request_bytes (bodies.c): the budget frees as uploads end */
     if (req->res.status == 503)

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include "gateway/internal.h"
 #include "gateway/request/accesslog.h"
+#include "gateway/request/edits.h"
 #include "gateway/request/headers.h"
 #include "gateway/format.h"
 
@@ -114,10 +115,13 @@ static void add_ratelimit(mg_request_t *r, h2o_req_t *req)
     add_header(req, H2O_STRLIT("ratelimit-reset"), buf + 40, mg_format_u64(buf + 40, whole_seconds(r->limit.reset_us)));
 }
 
-void mg_request_add_own_headers(mg_request_t *r, h2o_req_t *req)
+void mg_request_add_own_headers(mg_request_t *r, h2o_req_t *req, int gateway_made)
 {
+    /* a field, not h2o's server_name: the route's response actions may replace or remove it */
+    add_header(req, H2O_STRLIT("server"), H2O_STRLIT("matchgate"));
     add_header(req, H2O_STRLIT("x-request-id"), r->request_id.base, r->request_id.len);
     add_ratelimit(r, req);
+    mg_edits_apply(r, req, gateway_made);
 }
 
 /* Sends a complete response with a body held in the pool; `r` is done with its request after. */
@@ -127,7 +131,7 @@ static void send_inline(mg_request_t *r, int status, const char *reason, const c
     req->res.status = status;
     req->res.reason = reason;
     req->res.content_length = len;
-    mg_request_add_own_headers(r, req);
+    mg_request_add_own_headers(r, req, 1);
     r->status = status;
     r->bytes_sent = len;
     r->req = NULL;
@@ -212,6 +216,23 @@ void mg_request_send_auth(mg_request_t *r, const mg_auth_decision_t *d)
     if (d->status == 503) /* the keys are being fetched again: a few seconds */
         add_header(req, H2O_STRLIT("retry-after"), H2O_STRLIT("5"));
     send_error(r, d->status, d->code, d->reason);
+}
+
+void mg_request_send_preflight(mg_request_t *r, const mg_cors_answer_t *a)
+{
+    h2o_req_t *req = r->req;
+    if (a->refusal == NULL) {
+        mg_edits_put(r, req, a);
+        send_inline(r, 204, reason_phrase(204), "", 0);
+        return;
+    }
+    char *reason = h2o_mem_alloc_pool(&req->pool, 160);
+    int len = a->refused.base != NULL ? snprintf(reason, 160, "CORS preflight refused: %s ('%.*s')", a->refusal,
+                                                 (int)(a->refused.len < 64 ? a->refused.len : 64), a->refused.base)
+                                      : snprintf(reason, 160, "CORS preflight refused: %s", a->refusal);
+    (void)len;
+    mg_edits_put(r, req, a); /* Vary only: a refusal has no Access-Control-* field */
+    send_error(r, 403, "cors-refused", reason);
 }
 
 /* A plain request on a bridge route. RFC 9110 15.5.22: a 426 names the protocol to upgrade to,

@@ -9,10 +9,13 @@
 #include <strings.h>
 #include "gateway/route_tool/route_tool.h"
 
-static const char *const test_keys[] = {"name", "request", "headers", "peer", "claims", "expect", NULL};
-static const char *const expect_keys[] = {"outcome",   "status",    "route", "error",         "backend",          "method",
-                                          "path",      "query",     "host",  "headers",       "location",         "tenant",
-                                          "variables", "order_key", "auth",  "authenticator", "www_authenticate", NULL};
+static const char *const test_keys[] = {"name", "request", "headers", "peer", "claims", "response", "expect", NULL};
+static const char *const expect_keys[] = {
+    "outcome",   "status",    "route", "error",         "backend",          "method",
+    "path",      "query",     "host",  "headers",       "location",         "tenant",
+    "variables", "order_key", "auth",  "authenticator", "www_authenticate", "response_headers",
+    NULL};
+static const char *const response_keys[] = {"status", "headers", NULL};
 
 typedef struct expect_run {
     const mg_config_t *conf;
@@ -64,20 +67,32 @@ static void expect_scalar(expect_run_t *run, const mg_node_t *node, const char *
     json_decref(want);
 }
 
-/* The value of header `name` in send.headers (case-insensitive), or NULL. */
-static const json_t *sent_header(const json_t *send, const char *name)
+/* The value of header `name` in `holder`'s headers (case-insensitive; several: their values
+ * joined with ", ", as one list), or NULL. */
+static json_t *header_in(const json_t *holder, const char *name)
 {
     size_t i;
-    json_t *h;
-    json_array_foreach(json_object_get(send, "headers"), i, h)
+    json_t *h, *found = NULL;
+    json_array_foreach(json_object_get(holder, "headers"), i, h)
     {
-        if (strcasecmp(json_string_value(json_array_get(h, 0)), name) == 0)
-            return json_array_get(h, 1);
+        if (strcasecmp(json_string_value(json_array_get(h, 0)), name) != 0)
+            continue;
+        if (found == NULL) {
+            found = json_copy(json_array_get(h, 1));
+        } else {
+            char *joined = NULL;
+            if (asprintf(&joined, "%s, %s", json_string_value(found), json_string_value(json_array_get(h, 1))) >= 0)
+                json_string_set(found, joined);
+            free(joined);
+        }
     }
-    return NULL;
+    return found;
 }
 
-static void expect_map(expect_run_t *run, const mg_node_t *map, const char *what, const json_t *e, int headers)
+/* What a map of expectations compares each of its keys with. */
+enum { MAP_VARIABLES, MAP_SENT, MAP_ANSWER };
+
+static void expect_map(expect_run_t *run, const mg_node_t *map, const char *what, const json_t *e, int kind)
 {
     char label[300];
     if (map->kind != MG_NODE_MAPPING) {
@@ -86,10 +101,12 @@ static void expect_map(expect_run_t *run, const mg_node_t *map, const char *what
     }
     for (size_t i = 0; i < map->u.mapping.size; i++) {
         const char *key = map->u.mapping.pairs[i].key->u.scalar.str;
-        const json_t *got =
-            headers ? sent_header(json_object_get(e, "send"), key) : json_object_get(json_object_get(e, "variables"), key);
+        json_t *got = kind == MAP_SENT     ? header_in(json_object_get(e, "send"), key)
+                      : kind == MAP_ANSWER ? header_in(json_object_get(e, "answer"), key)
+                                           : json_incref(json_object_get(json_object_get(e, "variables"), key));
         snprintf(label, sizeof(label), "%s %s", what, key);
         expect_scalar(run, map->u.mapping.pairs[i].value, label, got);
+        json_decref(got);
     }
 }
 
@@ -121,8 +138,12 @@ static void check_expectations(expect_run_t *run, const mg_node_t *expect, const
     for (size_t i = 0; i < expect->u.mapping.size; i++) {
         const char *key = expect->u.mapping.pairs[i].key->u.scalar.str;
         const mg_node_t *value = expect->u.mapping.pairs[i].value;
-        if (strcmp(key, "headers") == 0 || strcmp(key, "variables") == 0)
-            expect_map(run, value, key, e, strcmp(key, "headers") == 0);
+        if (strcmp(key, "headers") == 0)
+            expect_map(run, value, key, e, MAP_SENT);
+        else if (strcmp(key, "variables") == 0)
+            expect_map(run, value, key, e, MAP_VARIABLES);
+        else if (strcmp(key, "response_headers") == 0)
+            expect_map(run, value, key, e, MAP_ANSWER);
         else
             expect_scalar(run, value, key, actual_of(e, key));
     }
@@ -175,12 +196,32 @@ static size_t header_lines(const mg_node_t *node, char **lines, size_t max)
     return n;
 }
 
+/* `response: {status, headers}`: the backend's answer the route's edits are shown on. 0, or -1
+ * after recording what is wrong with it. */
+static int read_answer(const mg_node_t *node, mg_route_query_t *q, char **lines, size_t max, size_t *n, mg_errors_t *errs)
+{
+    const mg_node_t *status = mg_node_get(node, "status");
+    uint64_t code;
+    if (node == NULL)
+        return 0;
+    if (mg_node_expect(node, MG_NODE_MAPPING, errs) != 0 || mg_node_check_keys(node, response_keys, errs) != 0)
+        return -1;
+    if (status != NULL && mg_node_to_uint(status, 100, 599, &code, errs) != 0)
+        return -1;
+    q->answer_status = status != NULL ? (int)code : 200;
+    *n = header_lines(mg_node_get(node, "headers"), lines, max);
+    q->answer_headers = (const char *const *)lines;
+    q->num_answer_headers = *n;
+    return 0;
+}
+
 /* Runs one test: its request explained, its expectations compared. */
 static void run_test(expect_run_t *run, const mg_node_t *test, mg_errors_t *errs)
 {
     const mg_node_t *request = mg_node_require(test, "request", errs), *expect = mg_node_require(test, "expect", errs);
     const mg_node_t *name = mg_node_get(test, "name"), *peer = mg_node_get(test, "peer"), *claims = mg_node_get(test, "claims");
-    char method[64], *lines[64];
+    char method[64], *lines[64], *answer_lines[64];
+    size_t num_answer = 0;
     const char *url, *error;
 
     if (mg_node_check_keys(test, test_keys, errs) != 0 || request == NULL || expect == NULL ||
@@ -205,7 +246,11 @@ static void run_test(expect_run_t *run, const mg_node_t *test, mg_errors_t *errs
     mg_route_query_t q = {
         method,     url, (const char *const *)lines, n, peer != NULL && peer->kind == MG_NODE_SCALAR ? peer->u.scalar.str : NULL,
         claims_json};
-    json_t *e = mg_route_explain(run->conf, &q, &error);
+    json_t *e = NULL;
+    if (read_answer(mg_node_get(test, "response"), &q, answer_lines, 64, &num_answer, errs) == 0)
+        e = mg_route_explain(run->conf, &q, &error);
+    else
+        error = "the test's response: is not {status, headers}";
     json_decref(claims_json);
     if (e == NULL)
         mismatch(run, request, "request", "a usable request", error);
@@ -214,6 +259,8 @@ static void run_test(expect_run_t *run, const mg_node_t *test, mg_errors_t *errs
     json_decref(e);
     for (size_t i = 0; i < n; i++)
         free(lines[i]);
+    for (size_t i = 0; i < num_answer; i++)
+        free(answer_lines[i]);
     run->failed += run->mismatched;
 }
 

@@ -116,6 +116,21 @@ static void print_send(const json_t *send, FILE *out)
         fprintf(out, "  %s: %s\n", json_string_value(json_array_get(h, 0)), json_string_value(json_array_get(h, 1)));
 }
 
+/* The client's answer once the route edited it (CORS fields, response actions). */
+static void print_answer(const json_t *answer, FILE *out)
+{
+    size_t i;
+    json_t *h;
+    fprintf(out, "answer: %lld\n", (long long)json_integer_value(json_object_get(answer, "status")));
+    json_array_foreach(json_object_get(answer, "headers"), i, h)
+        fprintf(out, "  %s: %s\n", json_string_value(json_array_get(h, 0)), json_string_value(json_array_get(h, 1)));
+    if (json_object_get(answer, "cors") != NULL)
+        fprintf(out, "  (CORS: %s)\n", str_of(answer, "cors"));
+    if (json_object_get(answer, "actions_left_out") != NULL)
+        fprintf(out, "  (%lld response action(s) left out: a variable would have split the value)\n",
+                (long long)json_integer_value(json_object_get(answer, "actions_left_out")));
+}
+
 static void print_outcome(const json_t *e, FILE *out)
 {
     const char *outcome = str_of(e, "outcome");
@@ -129,6 +144,8 @@ static void print_outcome(const json_t *e, FILE *out)
         fprintf(out, "outcome: respond %lld, body %s\n", status, str_of(e, "body"));
     else if (strcmp(outcome, "redirect") == 0)
         fprintf(out, "outcome: redirect %lld to %s\n", status, str_of(e, "location"));
+    else if (strcmp(outcome, "preflight") == 0)
+        fprintf(out, "outcome: CORS preflight answered by the gateway, %lld (route %s)\n", status, str_of(e, "route"));
     else
         fprintf(out, "outcome: %s\n", outcome);
     if (json_object_get(e, "backend") != NULL)
@@ -140,6 +157,8 @@ static void print_outcome(const json_t *e, FILE *out)
     if (json_object_get(e, "order") != NULL)
         fprintf(out, "ordering key (route %s): '%s'\n", str_of(json_object_get(e, "order"), "route"),
                 str_of(json_object_get(e, "order"), "key"));
+    if (json_object_get(e, "answer") != NULL)
+        print_answer(json_object_get(e, "answer"), out);
 }
 
 /* "auth: verified by corp", the reason of a failure, then the claims as one JSON line. */

@@ -426,28 +426,46 @@ static void terminal_json(const mg_route_t *leaf, const mg_ctx_t *ctx, const mg_
     }
 }
 
-static void chosen_json(const mg_config_t *conf, const mg_route_t *leaf, mg_ctx_t *ctx, const mg_request_head_t *head, json_t *out)
+/* The answer the route's edits are shown on: the gateway's refusal, its own (respond, redirect),
+ * or the backend's (the query's). */
+static void answer_json(const mg_route_t *leaf, mg_ctx_t *ctx, mg_str_t origin, const mg_route_query_t *q, json_t *out)
+{
+    const json_t *status = json_object_get(out, "status");
+    int gateway_made = json_object_get(out, "error") != NULL || leaf->kind == MG_ROUTE_RESPOND || leaf->kind == MG_ROUTE_REDIRECT;
+    if (leaf->kind == MG_ROUTE_BRIDGE && !gateway_made)
+        return; /* a 101 and its session */
+    int code = gateway_made && status != NULL ? (int)json_integer_value(status) : q->answer_status != 0 ? q->answer_status : 200;
+    mg__route_explain_answer(leaf, ctx, origin, q, code, gateway_made, out);
+}
+
+static void chosen_json(const mg_config_t *conf, const mg_route_t *leaf, mg_ctx_t *ctx, const mg_request_head_t *head,
+                        const mg_route_query_t *q, json_t *out)
 {
     mg_route_result_t res;
+    const mg_str_t *origin = mg_ctx_get_header(ctx, MG_STR("origin")); /* the client's, before the actions */
+    mg_str_t client_origin = origin != NULL ? *origin : MG_STR_NULL;
     json_object_set_new(out, "route", cstr_json(leaf->name));
     json_object_set_new(out, "route_path", route_path_json(leaf));
     json_object_set_new(out, "at", position_json(leaf->file, leaf->line, leaf->column));
     json_object_set_new(out, "variables", variables_json(ctx));
-    if (mg__route_explain_verdict(conf, leaf, head, ctx, out) != 0 || quotas_json(conf, leaf, ctx, out) != 0)
-        return;
-    mg_auth_edit_request(&conf->auth, head->auth, ctx); /* what the backend gets of the credential */
-    if (mg_route_apply(leaf, ctx, &res) != 0) {
-        set_refused(out, 400, "bad-request", res.error);
-        return;
+    if (mg__route_explain_verdict(conf, leaf, head, ctx, out) == 0 && quotas_json(conf, leaf, ctx, out) == 0) {
+        mg_auth_edit_request(&conf->auth, head->auth, ctx); /* what the backend gets of the credential */
+        if (mg_route_apply(leaf, ctx, &res) != 0)
+            set_refused(out, 400, "bad-request", res.error);
+        else
+            terminal_json(leaf, ctx, head, &res, out);
     }
-    terminal_json(leaf, ctx, head, &res, out);
+    answer_json(leaf, ctx, client_origin, q, out);
 }
 
-static void route_json(const mg_config_t *conf, mg_ctx_t *ctx, const mg_request_head_t *head, json_t *out)
+static void route_json(const mg_config_t *conf, mg_ctx_t *ctx, const mg_request_head_t *head, const mg_route_query_t *q,
+                       json_t *out)
 {
+    if (mg__route_explain_preflight(conf, ctx, out))
+        return;
     const mg_route_t *leaf = conf->routes != NULL ? mg_routes_match(conf->routes, ctx) : NULL;
     if (leaf != NULL)
-        chosen_json(conf, leaf, ctx, head, out);
+        chosen_json(conf, leaf, ctx, head, q, out);
     else if (ctx->error.reason != NULL)
         set_refused(out, 400, "bad-request", ctx->error.reason);
     else
@@ -488,7 +506,7 @@ json_t *mg_route_explain(const mg_config_t *conf, const mg_route_query_t *q, con
     else if (prepared != 0)
         set_refused(out, why.status, why.code, why.reason);
     else
-        route_json(conf, &ctx, &pr.head, out);
+        route_json(conf, &ctx, &pr.head, q, out);
     json_object_set(out, "tried", ex.tried);
     if (ex.more != 0)
         json_object_set_new(out, "tried_more", json_integer((json_int_t)ex.more));

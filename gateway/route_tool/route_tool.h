@@ -18,6 +18,11 @@ typedef struct mg_route_query {
     size_t num_headers;
     const char *peer;     /* the client address routes and templates see; NULL: 127.0.0.1 */
     const json_t *claims; /* a JSON object standing for a verified credential's claims (--expect `claims:`); NULL: none */
+    /* the backend's answer the route's edits are shown on (--expect `response:`): its status (0:
+     * 200) and field lines ("Name: value") */
+    int answer_status;
+    const char *const *answer_headers;
+    size_t num_answer_headers;
 } mg_route_query_t;
 
 /*
@@ -46,6 +51,15 @@ void mg__route_explain_auth(const mg_config_t *conf, const mg_request_head_t *he
  * after writing the refusal (status, error, reason, www_authenticate) into `out`. */
 int mg__route_explain_verdict(const mg_config_t *conf, const mg_route_t *leaf, const mg_request_head_t *head, mg_ctx_t *ctx,
                               json_t *out);
+/* The answer's part of an explanation (route_answer.c): "answer" {status, headers, ...}, the fields
+ * of the client's answer once `leaf` edited it (CORS, response actions), on the backend's answer
+ * of `q` or (gateway_made) the gateway's own with `status`. `origin`: the client's Origin (base
+ * NULL: none). */
+void mg__route_explain_answer(const mg_route_t *leaf, mg_ctx_t *ctx, mg_str_t origin, const mg_route_query_t *q, int status,
+                              int gateway_made, json_t *out);
+/* A CORS preflight the gateway answers itself (outcome "preflight", its status and answer): 1 when
+ * it is one, 0 when the request goes on as any other. */
+int mg__route_explain_preflight(const mg_config_t *conf, mg_ctx_t *ctx, json_t *out);
 /* Flattened claims as a JSON object (a name given several times: an array of its values). */
 json_t *mg__route_claims_json(const mg_claims_t *claims);
 

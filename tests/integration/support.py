@@ -94,6 +94,28 @@ def request(port, method, path, headers=None, body=None, timeout=10, host="127.0
         conn.close()
 
 
+def read_slowly(gw, request_bytes, seconds=3.0):
+    """Sends `request_bytes` on a new connection with a small receive buffer, then reads 16 KiB
+    every 20 ms (about 0.8 MB/s) for `seconds`, sampling the gateway's RSS as it goes; returns
+    (bytes read, the highest RSS in KiB, the first 4 KiB read). The connection is closed after."""
+    sock = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    peak, read, first = gw.rss_kib(), 0, b""
+    try:
+        sock.sendall(request_bytes)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            data = sock.recv(16 * 1024)
+            assert data, "gateway closed the connection early"
+            first += data[:max(0, 4096 - len(first))]
+            read += len(data)
+            peak = max(peak, gw.rss_kib())
+            time.sleep(0.02)
+    finally:
+        sock.close()
+    return read, peak, first
+
+
 # --------------------------------------------------------------------------------------
 # YAML: a tiny block-style writer, so configs look like what users write
 

@@ -45,6 +45,8 @@ SECTIONS = {
     "jwt": (("auth", "*", "jwt"), {"jwks": {"file": str(REPO / "conf" / "examples" / "identity-jwks.json")}}),
     "api_key": (("auth", "*", "api_key"), {"keys_file": str(REPO / "conf" / "examples" / "identity-keys.txt")}),
     "Routes: auth and require": (("routes", "*"), ROUTE),
+    "cors": (("routes", "*", "cors"), {"origins": ["https://app.example.com"]}),
+    "compress": (("compress",), {}),
 }
 # Sections whose keys are plain settings: all of them together run in one gateway.
 RUN_TOGETHER = ("Process settings", "limits", "websocket", "admin", "reload")

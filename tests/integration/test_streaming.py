@@ -3,9 +3,8 @@
 import hashlib
 import http.client
 import socket
-import time
 
-from support import free_port, gateway_config, pattern_sha256, request
+from support import free_port, gateway_config, pattern_sha256, read_slowly, request
 
 MiB = 1 << 20
 API = {"name": "api", "match": {"path": {"prefix": "/api"}}, "forward": "b"}
@@ -41,22 +40,9 @@ def test_slow_reader_keeps_gateway_memory_bounded(start_gateway, backend):
     assert request(gw.port, "GET", "/api/warmup")[0] == 200
     baseline = gw.rss_kib()
 
-    sock = socket.create_connection(("127.0.0.1", gw.port), timeout=10)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-    peak, read = baseline, 0
-    try:
-        sock.sendall(f"GET /api/bytes?n={256 * MiB} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
-        # about 3 s of reading 16 KiB every 20 ms (~0.8 MB/s) while the backend could
-        # deliver 256 MiB at once: the gateway has to push back, not buffer
-        deadline = time.monotonic() + 3.0
-        while time.monotonic() < deadline:
-            data = sock.recv(16 * 1024)
-            assert data, "gateway closed the connection early"
-            read += len(data)
-            peak = max(peak, gw.rss_kib())
-            time.sleep(0.02)
-    finally:
-        sock.close()
+    # about 3 s of reading 16 KiB every 20 ms (~0.8 MB/s) while the backend could
+    # deliver 256 MiB at once: the gateway has to push back, not buffer
+    read, peak, _ = read_slowly(gw, f"GET /api/bytes?n={256 * MiB} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
 
     assert read > 100 * 1024, "the response did flow"
     growth_mib = (peak - baseline) / 1024
