@@ -124,6 +124,11 @@ void mg__bridge_free(mg_route_bridge_t *bridge);
 mg_compress_t *mg__compress_read(const mg_node_t *node, mg_errors_t *errs);
 void mg__compress_free(mg_compress_t *c);
 
+/* Reads forward's `split:` sequence and its `sticky:` (split.c; sticky NULL when not written);
+ * NULL after recording errors at their positions. */
+mg_route_split_t *mg__split_read(const mg_route_env_t *env, const mg_node_t *seq, const mg_node_t *sticky);
+void mg__split_free(mg_route_split_t *split);
+
 /* Reads `cors: {...}` (cors.c); NULL after recording errors at their positions. */
 mg_cors_t *mg__cors_read(const mg_node_t *map, mg_errors_t *errs);
 void mg__cors_free(mg_cors_t *cors);

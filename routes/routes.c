@@ -33,7 +33,7 @@ typedef struct mg_routes_builder {
 static const char *const mg_route_keys[] = {"name",  "match", "actions", "forward", "bridge",   "respond", "redirect", "routes",
                                             "quota", "order", "auth",    "require", "response", "cors",    "compress", NULL};
 static const char *const mg_route_terminals[] = {"forward", "bridge", "respond", "redirect", "routes", NULL};
-static const char *const mg_forward_keys[] = {"backend", "host", NULL};
+static const char *const mg_forward_keys[] = {"backend", "host", "split", "sticky", NULL};
 static const char *const mg_redirect_keys[] = {"location", "status", NULL};
 static const char *const mg_route_quota_keys[] = {"requests", "per", "key", NULL};
 static const char *const mg_route_order_keys[] = {"key", "priority_header", NULL};
@@ -309,6 +309,13 @@ static void mg_route_read_host(mg_routes_builder_t *b, mg_route_t *r, const mg_n
     r->forward.host = mg_route_template(b, r, node, MG_TARGET_HEADER);
 }
 
+static void mg_route_read_split(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *split, const mg_node_t *sticky)
+{
+    mg_route_scope_t scope = {b, r};
+    mg_route_env_t env = {b->resolve, b->arg, mg_route_knows, &scope, b->errs, b->routes};
+    r->forward.split = mg__split_read(&env, split, sticky);
+}
+
 static void mg_route_read_forward(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *v)
 {
     r->kind = MG_ROUTE_FORWARD;
@@ -318,8 +325,15 @@ static void mg_route_read_forward(mg_routes_builder_t *b, mg_route_t *r, const m
     }
     if (mg_node_check_keys(v, mg_forward_keys, b->errs) != 0)
         return;
-    const mg_node_t *backend = mg_node_require(v, "backend", b->errs), *host = mg_node_get(v, "host");
-    if (backend != NULL)
+    const mg_node_t *split = mg_node_get(v, "split"), *sticky = mg_node_get(v, "sticky"), *host = mg_node_get(v, "host");
+    const mg_node_t *backend = split == NULL ? mg_node_require(v, "backend", b->errs) : mg_node_get(v, "backend");
+    if (split != NULL && backend != NULL)
+        mg_errors_add(b->errs, backend, "forward has both backend and split: a split names its backends in its legs");
+    else if (split != NULL)
+        mg_route_read_split(b, r, split, sticky);
+    else if (sticky != NULL)
+        mg_errors_add(b->errs, sticky, "sticky belongs to a split (forward: {split: [...], sticky: ...})");
+    else if (backend != NULL)
         mg_route_read_backend(b, r, backend);
     if (host != NULL)
         mg_route_read_host(b, r, host);
@@ -507,6 +521,7 @@ static void mg_route_free(mg_route_t *r)
     mg__route_index_free(r->index);
     mg__respond_free(r->respond);
     mg_template_free(r->forward.host);
+    mg__split_free(r->forward.split);
     mg__bridge_free(r->bridge);
     mg__route_auth_free(r->auth);
     mg__route_response_free(r->response);

@@ -145,6 +145,37 @@ typedef struct mg_action {
 
 typedef struct mg_route mg_route_t;
 
+/* `forward: {split: [...], sticky: T}` (split.c): the legs of a weighted traffic split. */
+#define MG_SPLIT_MAX_LEGS 16
+#define MG_SPLIT_MAX_WEIGHT 1000000u
+typedef struct mg_split_leg {
+    char *backend_name; /* owned by the route list (mg_routes_t.backend_names) */
+    void *backend;      /* what the resolver returned */
+    uint32_t file_weight;
+    _Atomic uint32_t weight; /* in force: the file's, or what the admin API set */
+    uint64_t salt;           /* the leg's part of a sticky key's hash */
+} mg_split_leg_t;
+
+typedef struct mg_route_split {
+    mg_split_leg_t *legs;
+    size_t num_legs;
+    mg_template_t *sticky; /* NULL: each request draws */
+} mg_route_split_t;
+
+/* The leg of a request: drawn by weight from `random` (any 64 bits), or the one its sticky key
+ * (expanded into *key, in ctx->alloc memory; base NULL when it draws) sticks to. A key that cannot
+ * be made or is empty draws. */
+size_t mg_split_choose(const mg_route_split_t *s, const mg_ctx_t *ctx, uint64_t random, mg_str_t *key);
+size_t mg_split_draw(const mg_route_split_t *s, uint64_t random);
+size_t mg_split_sticky(const mg_route_split_t *s, mg_str_t key);
+/* Sets the weights in force, one per leg in order: -1 (nothing set) when there are not as many as
+ * legs, one is over MG_SPLIT_MAX_WEIGHT or they add up to 0. */
+int mg_split_set_weights(mg_route_split_t *s, const uint32_t *weights, size_t n);
+/* 1 when two splits are written the same (legs, file weights, sticky): a reload that keeps one
+ * keeps the weights set at run time (mg_split_keep_weights). */
+int mg_split_same(const mg_route_split_t *a, const mg_route_split_t *b);
+void mg_split_keep_weights(mg_route_split_t *to, const mg_route_split_t *from);
+
 /* `respond: {status, body, headers}` (MG_ROUTE_RESPOND). */
 typedef struct mg_route_respond {
     int status;
@@ -343,9 +374,10 @@ struct mg_route {
     mg_action_t *actions; /* applied in order when this route or one of its children is chosen */
     size_t num_actions;
     struct {
-        char *backend_name;  /* owned by the route list (mg_routes_t.backend_names) */
-        void *backend;       /* what the resolver returned for backend_name */
-        mg_template_t *host; /* NULL: keep the client's Host (see mg_route_result_t.host) */
+        char *backend_name;      /* owned by the route list (mg_routes_t.backend_names) */
+        void *backend;           /* what the resolver returned for backend_name */
+        mg_template_t *host;     /* NULL: keep the client's Host (see mg_route_result_t.host) */
+        mg_route_split_t *split; /* NULL: one backend; else backend_name and backend are NULL */
     } forward;
     mg_route_respond_t *respond;   /* MG_ROUTE_RESPOND (else NULL) */
     mg_route_redirect_t *redirect; /* MG_ROUTE_REDIRECT */

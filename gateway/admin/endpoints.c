@@ -122,6 +122,7 @@ static const mg_admin_endpoint_t endpoints[] = {
     {"GET", "/sessions", mg_admin_sessions},
     {"POST", "/sessions/*/*", mg_admin_session_action},
     {"POST", "/routes/*/broadcast", mg_admin_broadcast},
+    {"POST", "/routes/*/split", mg_admin_split},
     {"POST", "/backends/*/servers/*/*", mg_admin_server_action},
 };
 

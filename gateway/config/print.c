@@ -277,10 +277,36 @@ void mg__config_print_actions(FILE *out, const char *key, const mg_action_t *act
     }
 }
 
+/* `forward: {split: [...], sticky: T` (the caller closes the mapping): the weights of the file,
+ * as --print shows what the file says (GET /routes shows those in force). */
+static void put_split(FILE *out, const mg_route_split_t *s, const char *indent)
+{
+    fprintf(out, "%sforward: {split: [", indent);
+    for (size_t i = 0; i < s->num_legs; i++) {
+        fputs(i != 0 ? ", {backend: " : "{backend: ", out);
+        put_cstr(out, s->legs[i].backend_name);
+        fprintf(out, ", weight: %" PRIu32 "}", s->legs[i].file_weight);
+    }
+    fputs("]", out);
+    if (s->sticky != NULL) {
+        fputs(", sticky: ", out);
+        put_template(out, s->sticky);
+    }
+}
+
 static void put_terminal(FILE *out, const mg_route_t *r, const char *indent)
 {
     switch (r->kind) {
     case MG_ROUTE_FORWARD:
+        if (r->forward.split != NULL) {
+            put_split(out, r->forward.split, indent);
+            if (r->forward.host != NULL) {
+                fputs(", host: ", out);
+                put_template(out, r->forward.host);
+            }
+            fputs("}\n", out);
+            break;
+        }
         fprintf(out, "%sforward: {backend: ", indent);
         put_cstr(out, r->forward.backend_name);
         if (r->forward.host != NULL) {

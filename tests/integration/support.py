@@ -208,6 +208,10 @@ class RecordedRequest:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "test-backend"
+    # the head and the body are two writes: with Nagle's algorithm the body waits for the ACK of
+    # the head, which the gateway may delay by 40 ms once a keep-alive connection has left TCP's
+    # quick-ack start (thousands of requests then take minutes); real servers set TCP_NODELAY too
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass
