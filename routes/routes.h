@@ -5,6 +5,8 @@
 #ifndef MG_ROUTES_H
 #define MG_ROUTES_H
 
+#include <stdatomic.h>
+
 #include "matchers/matchers.h"
 #include "throttle/throttle.h"
 
