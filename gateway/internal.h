@@ -269,6 +269,7 @@ typedef struct mg_request {
      * index + 1, 0 without a split) */
     struct mg_backend_conf *backend;
     int split_leg;
+    struct mg_mirror_copy *mirror_copies; /* the copies sent to the route's mirrors (request/mirror.c) */
 } mg_request_t;
 
 /* CLOCK_REALTIME in milliseconds (token lifetimes are wall-clock times). */

@@ -129,6 +129,10 @@ void mg__compress_free(mg_compress_t *c);
 mg_route_split_t *mg__split_read(const mg_route_env_t *env, const mg_node_t *seq, const mg_node_t *sticky);
 void mg__split_free(mg_route_split_t *split);
 
+/* Reads a route's `mirror:` sequence (mirror.c); NULL after recording errors at their positions. */
+mg_route_mirrors_t *mg__mirrors_read(const mg_route_env_t *env, const mg_node_t *seq);
+void mg__mirrors_free(mg_route_mirrors_t *mirrors);
+
 /* Reads `cors: {...}` (cors.c); NULL after recording errors at their positions. */
 mg_cors_t *mg__cors_read(const mg_node_t *map, mg_errors_t *errs);
 void mg__cors_free(mg_cors_t *cors);

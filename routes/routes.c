@@ -30,8 +30,9 @@ typedef struct mg_routes_builder {
     unsigned unsure; /* > 0 while reading below a condition that did not compile */
 } mg_routes_builder_t;
 
-static const char *const mg_route_keys[] = {"name",  "match", "actions", "forward", "bridge",   "respond", "redirect", "routes",
-                                            "quota", "order", "auth",    "require", "response", "cors",    "compress", NULL};
+static const char *const mg_route_keys[] = {"name",     "match",  "actions",  "forward", "bridge", "respond",
+                                            "redirect", "routes", "quota",    "order",   "auth",   "require",
+                                            "response", "cors",   "compress", "mirror",  NULL};
 static const char *const mg_route_terminals[] = {"forward", "bridge", "respond", "redirect", "routes", NULL};
 static const char *const mg_forward_keys[] = {"backend", "host", "split", "sticky", NULL};
 static const char *const mg_redirect_keys[] = {"location", "status", NULL};
@@ -417,6 +418,21 @@ static void mg_route_read_terminal(mg_routes_builder_t *b, mg_route_t *r, const 
     }
 }
 
+/* `mirror:` copies a forward's requests: a route that answers otherwise has nothing to copy. */
+static void mg_route_read_mirrors(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *map)
+{
+    const mg_node_t *seq = mg_node_get(map, "mirror");
+    if (seq == NULL)
+        return;
+    if (r->kind != MG_ROUTE_FORWARD) {
+        mg_errors_add(b->errs, seq, "mirror belongs to a route that forwards (route '%s' does not)", mg_route_display_name(r));
+        return;
+    }
+    mg_route_scope_t scope = {b, r};
+    mg_route_env_t env = {b->resolve, b->arg, mg_route_knows, &scope, b->errs, b->routes};
+    r->mirrors = mg__mirrors_read(&env, seq);
+}
+
 /* Returns the route, possibly incomplete after errors (the caller frees it with the rest). */
 static mg_route_t *mg_route_compile(mg_routes_builder_t *b, const mg_node_t *map, const mg_route_t *parent)
 {
@@ -448,6 +464,7 @@ static mg_route_t *mg_route_compile(mg_routes_builder_t *b, const mg_node_t *map
     b->routes->edits_answers |= r->response != NULL;
     r->needs_claims = (mg_matcher_needs(r->match) & MG_NEEDS_CLAIMS) != 0;
     mg_route_read_terminal(b, r, map);
+    mg_route_read_mirrors(b, r, map);
     b->unsure -= unsure;
     return r;
 }
@@ -522,6 +539,7 @@ static void mg_route_free(mg_route_t *r)
     mg__respond_free(r->respond);
     mg_template_free(r->forward.host);
     mg__split_free(r->forward.split);
+    mg__mirrors_free(r->mirrors);
     mg__bridge_free(r->bridge);
     mg__route_auth_free(r->auth);
     mg__route_response_free(r->response);

@@ -164,6 +164,37 @@ typedef struct mg_route_split {
     mg_template_t *sticky; /* NULL: each request draws */
 } mg_route_split_t;
 
+/* `mirror: [...]` on a forward route (mirror.c): copies of a share of its requests sent to other
+ * backends, whose answers are read and dropped. */
+#define MG_MIRROR_MAX 4
+#define MG_MIRROR_DEFAULT_IN_FLIGHT 100
+#define MG_MIRROR_DEFAULT_TIMEOUT_MS 5000
+#define MG_MIRROR_DEFAULT_MAX_BODY (1u << 20)
+typedef struct mg_route_mirror {
+    char *backend_name; /* owned by the route list (mg_routes_t.backend_names) */
+    void *backend;
+    uint32_t percent;       /* 0..100 of the route's requests */
+    mg_template_t *sticky;  /* NULL: a request is drawn; else its key decides, always the same way */
+    uint32_t max_in_flight; /* copies at the mirror at once, all workers; beyond it a copy is dropped */
+    uint64_t timeout_ms;
+    uint64_t max_body;  /* a request with a larger body is not mirrored */
+    int compare_status; /* `compare: status`: count the copies whose status class differs from the answer's */
+    /* counters (all workers, relaxed): copies sent and in flight, those dropped (in flight full,
+     * body too large), the mirror's answers by class ([0]: none came, [1..5]: 1xx..5xx), and those
+     * whose class differed from the answer's */
+    _Atomic uint64_t mirrored, dropped_full, dropped_body, answers[6], differed;
+    _Atomic uint32_t in_flight;
+} mg_route_mirror_t;
+
+typedef struct mg_route_mirrors {
+    mg_route_mirror_t *items;
+    size_t size;
+} mg_route_mirrors_t;
+
+/* 1 when mirror `m` copies this request: all of them at 100 percent, else a draw from `random`,
+ * or its sticky key's (one key always the same way). */
+int mg_mirror_takes(const mg_route_mirror_t *m, const mg_ctx_t *ctx, uint64_t random);
+
 /* The leg of a request: drawn by weight from `random` (any 64 bits), or the one its sticky key
  * (expanded into *key, in ctx->alloc memory; base NULL when it draws) sticks to. A key that cannot
  * be made or is empty draws. */
@@ -389,6 +420,7 @@ struct mg_route {
     const mg_route_t *order_from;  /* the route whose `order` applies here (set at load), or NULL */
     mg_route_auth_t *auth;         /* NULL: neither `auth:` nor `require:` */
     const mg_route_t *auth_from;   /* the route whose `auth` applies here (set at load), or NULL: none */
+    mg_route_mirrors_t *mirrors;   /* NULL: no `mirror:` (a forward route's only) */
     mg_route_response_t *response; /* NULL: neither `response:`, `cors:` nor `compress:` */
     /* the nearest route up the tree, itself included, with `response` (set at load), or NULL: a
      * request on a route that edits no answer pays one test */

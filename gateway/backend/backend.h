@@ -206,6 +206,10 @@ typedef struct mg_call_spec {
     const char *body; /* NULL: none; else valid until the call ends */
     size_t body_len;
     size_t max_response; /* body bytes; beyond it the call fails (502) */
+    uint64_t timeout_ms; /* 0: the backend's `timeout` */
+    /* a mirror's copy (request/mirror.c): no retry on another server, and the answer's body is
+     * read and dropped (the result has the status only) */
+    unsigned no_retry : 1, discard_body : 1;
 } mg_call_spec_t;
 
 typedef struct mg_call_result {

@@ -341,6 +341,23 @@ static void put_terminal(FILE *out, const mg_route_t *r, const char *indent)
     }
 }
 
+static void put_mirrors(FILE *out, const mg_route_mirrors_t *ms, const char *indent)
+{
+    fprintf(out, "%smirror:\n", indent);
+    for (size_t i = 0; i < ms->size; i++) {
+        const mg_route_mirror_t *m = &ms->items[i];
+        fprintf(out, "%s  - {backend: ", indent);
+        put_cstr(out, m->backend_name);
+        fprintf(out, ", percent: %" PRIu32 ", max_in_flight: %" PRIu32 ", timeout: %" PRIu64 "ms, max_body: %" PRIu64, m->percent,
+                m->max_in_flight, m->timeout_ms, m->max_body);
+        if (m->sticky != NULL) {
+            fputs(", sticky: ", out);
+            put_template(out, m->sticky);
+        }
+        fputs(m->compare_status ? ", compare: status}\n" : "}\n", out);
+    }
+}
+
 static void put_routes(FILE *out, mg_route_t *const *list, size_t n, int depth);
 
 static void put_route(FILE *out, const mg_route_t *r, int depth)
@@ -375,6 +392,8 @@ static void put_route(FILE *out, const mg_route_t *r, int depth)
         fputs("}\n", out);
     }
     put_terminal(out, r, indent);
+    if (r->mirrors != NULL)
+        put_mirrors(out, r->mirrors, indent);
     if (r->kind == MG_ROUTE_BRANCH) {
         fprintf(out, "%sroutes:\n", indent);
         put_routes(out, r->children, r->num_children, depth + 1);

@@ -11,6 +11,7 @@
 #include "gateway/request/accesslog.h"
 #include "gateway/request/dispatch.h"
 #include "gateway/request/edits.h"
+#include "gateway/request/mirror.h"
 #include "gateway/format.h"
 #include "gateway/request/headers.h"
 #include "gateway/quota/quota.h"
@@ -304,6 +305,7 @@ static void run_terminal(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_re
         mg_ws_tunnel_start(r); /* a session, not a request: no scheduler turn to hold for its life */
     else
         mg_dispatch_forward(r, ctx);
+    mg_mirror_start(r, ctx); /* after the request's own dispatch: a copy never goes first */
 }
 
 /*

@@ -46,6 +46,7 @@ SECTIONS = {
     "api_key": (("auth", "*", "api_key"), {"keys_file": str(REPO / "conf" / "examples" / "identity-keys.txt")}),
     "Routes: auth and require": (("routes", "*"), ROUTE),
     "cors": (("routes", "*", "cors"), {"origins": ["https://app.example.com"]}),
+    "mirror": (("routes", "*", "mirror", "*"), {"backend": "app2"}),
     "forward: split": (("routes", "*", "forward"), {"split": [{"backend": "app", "weight": 1}, {"backend": "app2", "weight": 1}]}),
     "compress": (("compress",), {}),
 }

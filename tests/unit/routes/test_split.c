@@ -181,3 +181,35 @@ Test(split, errors_at_their_positions)
                   "routes.yaml:3:82: unknown variable '${nope}' (known here: tenant, host, path, query, method, header.<Name>, "
                   "query.<name>, claim.<name>, and named groups of the conditions of this route and its parents)");
 }
+
+Test(split, a_mirror_takes_its_share_and_a_key_always_the_same_way)
+{
+    mg_routes_free(loaded);
+    loaded = load_with("routes:\n  - name: r\n    forward: a\n    mirror:\n      - {backend: b, percent: 20}\n"
+                       "      - {backend: c, percent: 0}\n      - {backend: b, percent: 50, sticky: '${header.X-User}'}\n",
+                       resolve);
+    cr_assert_not_null(loaded);
+    mg_route_mirrors_t *ms = loaded->routes[0]->mirrors;
+    mg_ctx_t ctx = {.alloc = {arena_alloc, NULL}};
+    uint64_t seed = 3;
+    size_t taken = 0, never = 0;
+    for (int i = 0; i != KEYS; ++i) {
+        taken += mg_mirror_takes(&ms->items[0], &ctx, splitmix(&seed));
+        never += mg_mirror_takes(&ms->items[1], &ctx, splitmix(&seed));
+    }
+    cr_expect(taken > KEYS * 0.19 && taken < KEYS * 0.21, "%zu of %d", taken, KEYS);
+    cr_expect_eq(never, 0);
+    char user[32];
+    mg_header_t h = {MG_STR("x-user"), MG_STR_NULL};
+    ctx.headers = &h;
+    ctx.num_headers = 1;
+    size_t keys_taken = 0;
+    for (int i = 0; i != 1000; ++i) {
+        h.value = mg_str(user, (size_t)snprintf(user, sizeof(user), "u%d", i));
+        int first = mg_mirror_takes(&ms->items[2], &ctx, splitmix(&seed));
+        for (int j = 0; j != 5; ++j)
+            cr_assert_eq(mg_mirror_takes(&ms->items[2], &ctx, splitmix(&seed)), first, "key u%d changed its mind", i);
+        keys_taken += first;
+    }
+    cr_expect(keys_taken > 430 && keys_taken < 570, "%zu of 1000 keys", keys_taken);
+}
