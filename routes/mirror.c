@@ -107,10 +107,7 @@ void mg__mirrors_free(mg_route_mirrors_t *ms)
 /* The point of a key on 0..9999: a hash of its bytes (their case counts). */
 static uint32_t mg_mirror_point(mg_str_t key)
 {
-    uint64_t h = MG_HASH_INIT;
-    for (size_t i = 0; i != key.len; ++i)
-        h = (h ^ (unsigned char)key.base[i]) * 1099511628211u;
-    return (uint32_t)(mg__hash_finish(h, 0x6d697272u) % 10000);
+    return (uint32_t)(mg__bytes_hash(key, 0x6d697272u) % 10000);
 }
 
 int mg_mirror_takes(const mg_route_mirror_t *m, const mg_ctx_t *ctx, uint64_t random)

@@ -34,7 +34,7 @@ static const char *const mg_route_keys[] = {"name",     "match",  "actions",  "f
                                             "redirect", "routes", "quota",    "order",   "auth",   "require",
                                             "response", "cors",   "compress", "mirror",  NULL};
 static const char *const mg_route_terminals[] = {"forward", "bridge", "respond", "redirect", "routes", NULL};
-static const char *const mg_forward_keys[] = {"backend", "host", "split", "sticky", NULL};
+static const char *const mg_forward_keys[] = {"backend", "host", "split", "sticky", "canary", NULL};
 static const char *const mg_redirect_keys[] = {"location", "status", NULL};
 static const char *const mg_route_quota_keys[] = {"requests", "per", "key", NULL};
 static const char *const mg_route_order_keys[] = {"key", "priority_header", NULL};
@@ -310,11 +310,18 @@ static void mg_route_read_host(mg_routes_builder_t *b, mg_route_t *r, const mg_n
     r->forward.host = mg_route_template(b, r, node, MG_TARGET_HEADER);
 }
 
-static void mg_route_read_split(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *split, const mg_node_t *sticky)
+static void mg_route_read_split(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *split, const mg_node_t *sticky,
+                                const mg_node_t *canary)
 {
     mg_route_scope_t scope = {b, r};
     mg_route_env_t env = {b->resolve, b->arg, mg_route_knows, &scope, b->errs, b->routes};
-    r->forward.split = mg__split_read(&env, split, sticky);
+    r->forward.split = mg__split_read(&env, split, sticky, canary);
+    if (r->forward.split == NULL || r->forward.split->canary == NULL)
+        return;
+    mg_routes_t *rs = b->routes; /* the prober walks these, not the whole tree */
+    if ((rs->canaries = realloc(rs->canaries, (rs->num_canaries + 1) * sizeof(*rs->canaries))) == NULL)
+        abort();
+    rs->canaries[rs->num_canaries++] = r;
 }
 
 static void mg_route_read_forward(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *v)
@@ -327,13 +334,15 @@ static void mg_route_read_forward(mg_routes_builder_t *b, mg_route_t *r, const m
     if (mg_node_check_keys(v, mg_forward_keys, b->errs) != 0)
         return;
     const mg_node_t *split = mg_node_get(v, "split"), *sticky = mg_node_get(v, "sticky"), *host = mg_node_get(v, "host");
+    const mg_node_t *canary = mg_node_get(v, "canary");
     const mg_node_t *backend = split == NULL ? mg_node_require(v, "backend", b->errs) : mg_node_get(v, "backend");
     if (split != NULL && backend != NULL)
         mg_errors_add(b->errs, backend, "forward has both backend and split: a split names its backends in its legs");
     else if (split != NULL)
-        mg_route_read_split(b, r, split, sticky);
-    else if (sticky != NULL)
-        mg_errors_add(b->errs, sticky, "sticky belongs to a split (forward: {split: [...], sticky: ...})");
+        mg_route_read_split(b, r, split, sticky, canary);
+    else if (sticky != NULL || canary != NULL)
+        mg_errors_add(b->errs, sticky != NULL ? sticky : canary, "%s belongs to a split (forward: {split: [...], %s: ...})",
+                      sticky != NULL ? "sticky" : "canary", sticky != NULL ? "sticky" : "canary");
     else if (backend != NULL)
         mg_route_read_backend(b, r, backend);
     if (host != NULL)
@@ -571,6 +580,7 @@ void mg_routes_free(mg_routes_t *routes)
     if (routes->backend_names != NULL)
         mg__keytab_free(routes->backend_names);
     free(routes->backend_names);
+    free(routes->canaries);
     free(routes->routes);
     free(routes->file);
     free(routes);

@@ -5,6 +5,7 @@
 #ifndef MG_ROUTES_H
 #define MG_ROUTES_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "matchers/matchers.h"
@@ -158,11 +159,65 @@ typedef struct mg_split_leg {
     uint64_t salt;           /* the leg's part of a sticky key's hash */
 } mg_split_leg_t;
 
+/* `canary: {to, steps, interval, min_requests, max_error_ratio, max_p99}` on a split (split.c): the
+ * split's weight moved to one leg step by step, or back to 0, by the figures of its backend. */
+#define MG_CANARY_MAX_STEPS 16
+#define MG_CANARY_HISTORY 32
+#define MG_CANARY_BASELINE 16 /* what the gateway keeps of the leg's figures at a step's start */
+
+typedef enum mg_canary_state {
+    MG_CANARY_RUNNING,
+    MG_CANARY_PAUSED,
+    MG_CANARY_PROMOTED,    /* at 100: over */
+    MG_CANARY_ROLLED_BACK, /* its figures went out of bounds: the leg at 0, over */
+    MG_CANARY_ABORTED,     /* an operator set it to 0: over */
+} mg_canary_state_t;
+
+typedef enum mg_canary_verdict {
+    MG_CANARY_HOLD, /* fewer than min_requests since the step began: wait */
+    MG_CANARY_NEXT, /* within bounds: the next step */
+    MG_CANARY_BACK, /* out of bounds: back to 0 */
+} mg_canary_verdict_t;
+
+typedef struct mg_canary_decision {
+    int64_t at_ms;    /* CLOCK_REALTIME */
+    uint32_t percent; /* the canary leg's share when it was taken */
+    uint64_t requests, errors;
+    uint64_t p99_us;      /* UINT64_MAX: past the histogram's last bound; 0: no answer timed */
+    const char *decision; /* "hold", "next", "promoted", "rolled_back", "paused", "resumed", "promote", "abort" */
+} mg_canary_decision_t;
+
+typedef struct mg_canary {
+    size_t to; /* the leg it moves weight to */
+    uint32_t steps[MG_CANARY_MAX_STEPS];
+    size_t num_steps;
+    uint64_t interval_ms, min_requests, max_p99_us;
+    double max_error_ratio;
+    /* where it stands: written by the thread that decides (the prober's) and by the admin API,
+     * under `lock` */
+    pthread_mutex_t lock;
+    mg_canary_state_t state;
+    size_t step;
+    uint64_t next_at_ms; /* mg_health_clock's: the next decision */
+    uint64_t baseline[MG_CANARY_BASELINE];
+    mg_canary_decision_t history[MG_CANARY_HISTORY]; /* a ring: the latest MG_CANARY_HISTORY decisions */
+    size_t num_history;
+} mg_canary_t;
+
 typedef struct mg_route_split {
     mg_split_leg_t *legs;
     size_t num_legs;
     mg_template_t *sticky; /* NULL: each request draws */
+    mg_canary_t *canary;   /* NULL: none */
 } mg_route_split_t;
+
+/* The verdict on a step's figures (no lock: the caller holds it or owns the canary). */
+mg_canary_verdict_t mg_canary_judge(const mg_canary_t *c, uint64_t requests, uint64_t errors, uint64_t p99_us);
+/* Sets the split's weights for a canary leg share of `percent` (0..100): the canary leg gets it,
+ * the others the rest in proportion to their file weights. */
+void mg_canary_set_share(mg_route_split_t *s, uint32_t percent);
+/* Records a decision in the history ring (the caller holds the lock). */
+void mg_canary_record(mg_canary_t *c, const mg_canary_decision_t *d);
 
 /* `mirror: [...]` on a forward route (mirror.c): copies of a share of its requests sent to other
  * backends, whose answers are read and dropped. */
@@ -443,7 +498,9 @@ typedef struct mg_routes {
     /* one copy of each backend name the routes use (forward.backend_name and bridge->backend_name
      * point at it): 100,000 routes to one backend need not hold 100,000 copies */
     struct mg_keytab *backend_names;
-    int edits_answers; /* some route has response:, cors: or compress: */
+    int edits_answers;     /* some route has response:, cors: or compress: */
+    mg_route_t **canaries; /* the routes whose split has a canary, in file order */
+    size_t num_canaries;
 } mg_routes_t;
 
 /* Maps a backend name used by `forward` or `bridge` to the caller's backend object; NULL = undefined. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/admin/internal.h"
+#include "gateway/backend/backend.h"
 
 static const char *kind_name(mg_route_kind_t kind)
 {
@@ -40,6 +41,10 @@ json_t *mg__admin_split_json(const mg_route_split_t *s)
                                               (json_int_t)atomic_load_explicit(&s->legs[i].weight, memory_order_relaxed),
                                               "file_weight", (json_int_t)s->legs[i].file_weight));
     json_t *j = json_pack("{s:o}", "legs", legs);
+    if (s->canary != NULL) /* two words read without the lock: a glance; GET .../canary has it all */
+        json_object_set_new(
+            j, "canary",
+            json_pack("{s:s,s:i}", "state", mg_canary_state_name(s->canary), "percent", (int)mg_canary_percent(s->canary)));
     if (s->sticky != NULL) {
         mg_str_t src = mg_template_source(s->sticky);
         json_object_set_new(j, "sticky", json_stringn(src.base, src.len));

@@ -38,6 +38,11 @@ void mg_admin_split(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req)
         mg_admin_send_error(req, 404, route == NULL ? "no such route" : "the route has no split");
         return;
     }
+    const mg_canary_t *canary = route->forward.split->canary;
+    if (canary != NULL && (canary->state == MG_CANARY_RUNNING || canary->state == MG_CANARY_PAUSED)) {
+        mg_admin_send_error(req, 409, "the route's canary sets its weights: promote or abort it first");
+        return;
+    }
     json_t *body = json_loadb(req->entity.base != NULL ? req->entity.base : "", req->entity.len, 0, NULL);
     why = body == NULL ? "the body is not JSON" : weights_of(body, route->forward.split, weights);
     json_decref(body);

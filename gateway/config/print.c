@@ -292,6 +292,18 @@ static void put_split(FILE *out, const mg_route_split_t *s, const char *indent)
         fputs(", sticky: ", out);
         put_template(out, s->sticky);
     }
+    if (s->canary != NULL) {
+        const mg_canary_t *c = s->canary;
+        fputs(", canary: {to: ", out);
+        put_cstr(out, s->legs[c->to].backend_name);
+        for (size_t i = 0; i < c->num_steps; i++)
+            fprintf(out, "%s%" PRIu32, i == 0 ? ", steps: [" : ", ", c->steps[i]);
+        fprintf(out, "], interval: %" PRIu64 "ms, min_requests: %" PRIu64 ", max_error_ratio: %g", c->interval_ms, c->min_requests,
+                c->max_error_ratio);
+        if (c->max_p99_us != UINT64_MAX)
+            fprintf(out, ", max_p99: %" PRIu64 "ms", c->max_p99_us / 1000);
+        fputc('}', out);
+    }
 }
 
 static void put_terminal(FILE *out, const mg_route_t *r, const char *indent)

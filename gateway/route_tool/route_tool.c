@@ -373,6 +373,9 @@ static void split_json(const mg_route_split_t *s, const mg_ctx_t *ctx, json_t *o
             split, "why",
             json_string(s->sticky != NULL ? "no sticky key: drawn by weight per request" : "drawn by weight per request"));
     }
+    if (s->canary != NULL) /* at load: where the file starts it (the running gateway's is GET /routes/{name}/canary) */
+        json_object_set_new(split, "canary",
+                            json_pack("{s:s,s:i}", "to", s->legs[s->canary->to].backend_name, "percent", (int)s->canary->steps[0]));
     json_object_set_new(out, "split", split);
 }
 

@@ -47,6 +47,7 @@ SECTIONS = {
     "Routes: auth and require": (("routes", "*"), ROUTE),
     "cors": (("routes", "*", "cors"), {"origins": ["https://app.example.com"]}),
     "mirror": (("routes", "*", "mirror", "*"), {"backend": "app2"}),
+    "canary": (("routes", "*", "forward", "canary"), {"to": "app2", "steps": [100]}),
     "forward: split": (("routes", "*", "forward"), {"split": [{"backend": "app", "weight": 1}, {"backend": "app2", "weight": 1}]}),
     "compress": (("compress",), {}),
 }
@@ -160,6 +161,8 @@ def with_key(config, heading, key, value, admin_port):
     """A copy of `config` with `key: value` in the mapping of `heading` (made when missing)."""
     path, holds = SECTIONS[heading]
     config = copy.deepcopy(config)
+    if heading == "canary":  # a canary is a split's: the route's forward becomes one
+        config["routes"][0]["forward"] = copy.deepcopy(SECTIONS["forward: split"][1])
     holder = config
     for i, step in enumerate(path):
         if step == "*":
@@ -342,7 +345,12 @@ def settings_together(tmp_path, port, admin_port):
     config["routes"] = [{"name": "sockets", "match": {"all": [{"path": "/ws"}, {"websocket": True}]},
                          "bridge": {"backend": "app", "method": "POST"}},
                         {"name": "canary", "match": {"path": "/canary"},
-                         "forward": {"split": [{"backend": "app", "weight": 9}, {"backend": "app2", "weight": 1}]}}, dict(ROUTE)]
+                         "forward": {"split": [{"backend": "app", "weight": 9}, {"backend": "app2", "weight": 1}]}}]
+    for name in ("staged", "staged-promote", "staged-abort"):  # a canary each for the orders that end it
+        config["routes"].append({"name": name, "match": {"path": f"/{name}"},
+                                 "forward": {"split": [{"backend": "app", "weight": 1}, {"backend": "app2", "weight": 0}],
+                                             "canary": {"to": "app2", "steps": [10, 100], "interval": "1h"}}})
+    config["routes"].append(dict(ROUTE))
     return config
 
 
@@ -366,7 +374,11 @@ def test_documented_settings_run_and_every_endpoint_answers(start_gateway, tmp_p
 
     answers = {}
     for method, path in endpoints():
-        if path == "/routes/{name}/split":  # the configuration's split route
+        if path.startswith("/routes/{name}/canary"):  # the canaries of the configuration
+            action = path.rsplit("/", 1)[1]
+            route = f"staged-{action}" if action in ("promote", "abort") else "staged"
+            status, _, body = gw.admin_request(method, path.replace("{name}", route), token=token, body=b"" if method == "POST" else None)
+        elif path == "/routes/{name}/split":  # the configuration's split route
             status, _, body = gw.admin_request(method, "/routes/canary/split", token=token, body=b'{"weights": [1, 1]}')
         elif path.startswith("/backends/"):  # the base configuration's backend, its first server
             status, _, body = gw.admin_request(method, path.replace("{name}", "app").replace("{index}", "0"), token=token)

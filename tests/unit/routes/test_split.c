@@ -213,3 +213,34 @@ Test(split, a_mirror_takes_its_share_and_a_key_always_the_same_way)
     }
     cr_expect(keys_taken > 430 && keys_taken < 570, "%zu of 1000 keys", keys_taken);
 }
+
+Test(split, a_canary_starts_at_its_first_step_and_judges_its_figures)
+{
+    mg_route_split_t *s = split_of("[{backend: a, weight: 3}, {backend: b, weight: 1}, {backend: c, weight: 0}], "
+                                   "canary: {to: c, steps: [5, 20, 100], interval: 2s, min_requests: 50, "
+                                   "max_error_ratio: 0.02, max_p99: 300ms}",
+                                   NULL);
+    mg_canary_t *c = s->canary;
+    cr_assert_not_null(c);
+    cr_expect(c->to == 2 && c->num_steps == 3 && c->interval_ms == 2000 && c->max_p99_us == 300000);
+    /* c at 5%, a and b the rest as 3 to 1 */
+    cr_expect_eq(atomic_load(&s->legs[2].weight), 500);
+    cr_expect_eq(atomic_load(&s->legs[0].weight), 7125);
+    cr_expect_eq(atomic_load(&s->legs[1].weight), 2375);
+    cr_expect_eq(mg_canary_judge(c, 49, 0, 1000), MG_CANARY_HOLD);
+    cr_expect_eq(mg_canary_judge(c, 100, 2, 250000), MG_CANARY_NEXT);
+    cr_expect_eq(mg_canary_judge(c, 100, 3, 250000), MG_CANARY_BACK, "3% of errors over 2%");
+    cr_expect_eq(mg_canary_judge(c, 100, 0, 500000), MG_CANARY_BACK, "a p99 over 300 ms");
+    cr_expect_eq(mg_canary_judge(c, 100, 0, UINT64_MAX), MG_CANARY_BACK, "a p99 past the histogram");
+    mg_canary_set_share(s, 100);
+    cr_expect(atomic_load(&s->legs[0].weight) == 0 && atomic_load(&s->legs[2].weight) == 10000);
+}
+
+Test(split, canary_errors)
+{
+    EXPECT_ERRORS("routes:\n"
+                  "  - name: r\n"
+                  "    forward: {split: [{backend: a, weight: 1}, {backend: b, weight: 1}], canary: {to: z, steps: [50, 10]}}\n",
+                  "routes.yaml:3:87: the canary's leg 'z' is not one of the split's backends",
+                  "routes.yaml:3:102: the steps of a canary rise: 10 does not come after 50");
+}
