@@ -36,11 +36,21 @@ START_TIMEOUT = 15.0  # seconds for a process to accept connections (ASan builds
 # Small helpers
 
 
+_GIVEN_PORTS = set()
+
+
 def free_port():
-    """A loopback port nobody listens on right now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nobody listens on right now (the OS picks it), never one this process was
+    given before: two calls in a row may otherwise get the same port (the first is not bound yet),
+    and a listener and an admin address then collide."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add(port)
+            return port
+    raise RuntimeError("no loopback port left that was not given before")
 
 
 def wait_until(predicate, timeout, interval=0.02):
