@@ -265,6 +265,11 @@ typedef struct mg_request {
     mg_str_t origin;
     int preflight;
     int routed; /* the route tree was asked (r->route is its answer) */
+    /* forward and tunnel: the backend (the route's, or its split's leg: split_leg is that leg's
+     * index + 1, 0 without a split) */
+    struct mg_backend_conf *backend;
+    int split_leg;
+    struct mg_mirror_copy *mirror_copies; /* the copies sent to the route's mirrors (request/mirror.c) */
 } mg_request_t;
 
 /* CLOCK_REALTIME in milliseconds (token lifetimes are wall-clock times). */

@@ -124,6 +124,20 @@ void mg__bridge_free(mg_route_bridge_t *bridge);
 mg_compress_t *mg__compress_read(const mg_node_t *node, mg_errors_t *errs);
 void mg__compress_free(mg_compress_t *c);
 
+/* Reads forward's `split:` sequence, its `sticky:` and `canary:` (split.c; NULL when not written);
+ * NULL after recording errors at their positions. */
+mg_route_split_t *mg__split_read(const mg_route_env_t *env, const mg_node_t *seq, const mg_node_t *sticky,
+                                 const mg_node_t *canary);
+void mg__split_free(mg_route_split_t *split);
+
+/* A 64-bit hash of the bytes as they are (a sticky key's case counts: unlike mg__hash), `salt`
+ * mixed in: FNV-1a, then splitmix64's finalizer (split.c; the mirrors' sticky keys too). */
+uint64_t mg__bytes_hash(mg_str_t s, uint64_t salt);
+
+/* Reads a route's `mirror:` sequence (mirror.c); NULL after recording errors at their positions. */
+mg_route_mirrors_t *mg__mirrors_read(const mg_route_env_t *env, const mg_node_t *seq);
+void mg__mirrors_free(mg_route_mirrors_t *mirrors);
+
 /* Reads `cors: {...}` (cors.c); NULL after recording errors at their positions. */
 mg_cors_t *mg__cors_read(const mg_node_t *map, mg_errors_t *errs);
 void mg__cors_free(mg_cors_t *cors);

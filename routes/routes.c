@@ -30,10 +30,11 @@ typedef struct mg_routes_builder {
     unsigned unsure; /* > 0 while reading below a condition that did not compile */
 } mg_routes_builder_t;
 
-static const char *const mg_route_keys[] = {"name",  "match", "actions", "forward", "bridge",   "respond", "redirect", "routes",
-                                            "quota", "order", "auth",    "require", "response", "cors",    "compress", NULL};
+static const char *const mg_route_keys[] = {"name",     "match",  "actions",  "forward", "bridge", "respond",
+                                            "redirect", "routes", "quota",    "order",   "auth",   "require",
+                                            "response", "cors",   "compress", "mirror",  NULL};
 static const char *const mg_route_terminals[] = {"forward", "bridge", "respond", "redirect", "routes", NULL};
-static const char *const mg_forward_keys[] = {"backend", "host", NULL};
+static const char *const mg_forward_keys[] = {"backend", "host", "split", "sticky", "canary", NULL};
 static const char *const mg_redirect_keys[] = {"location", "status", NULL};
 static const char *const mg_route_quota_keys[] = {"requests", "per", "key", NULL};
 static const char *const mg_route_order_keys[] = {"key", "priority_header", NULL};
@@ -309,6 +310,20 @@ static void mg_route_read_host(mg_routes_builder_t *b, mg_route_t *r, const mg_n
     r->forward.host = mg_route_template(b, r, node, MG_TARGET_HEADER);
 }
 
+static void mg_route_read_split(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *split, const mg_node_t *sticky,
+                                const mg_node_t *canary)
+{
+    mg_route_scope_t scope = {b, r};
+    mg_route_env_t env = {b->resolve, b->arg, mg_route_knows, &scope, b->errs, b->routes};
+    r->forward.split = mg__split_read(&env, split, sticky, canary);
+    if (r->forward.split == NULL || r->forward.split->canary == NULL)
+        return;
+    mg_routes_t *rs = b->routes; /* the prober walks these, not the whole tree */
+    if ((rs->canaries = realloc(rs->canaries, (rs->num_canaries + 1) * sizeof(*rs->canaries))) == NULL)
+        abort();
+    rs->canaries[rs->num_canaries++] = r;
+}
+
 static void mg_route_read_forward(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *v)
 {
     r->kind = MG_ROUTE_FORWARD;
@@ -318,8 +333,17 @@ static void mg_route_read_forward(mg_routes_builder_t *b, mg_route_t *r, const m
     }
     if (mg_node_check_keys(v, mg_forward_keys, b->errs) != 0)
         return;
-    const mg_node_t *backend = mg_node_require(v, "backend", b->errs), *host = mg_node_get(v, "host");
-    if (backend != NULL)
+    const mg_node_t *split = mg_node_get(v, "split"), *sticky = mg_node_get(v, "sticky"), *host = mg_node_get(v, "host");
+    const mg_node_t *canary = mg_node_get(v, "canary");
+    const mg_node_t *backend = split == NULL ? mg_node_require(v, "backend", b->errs) : mg_node_get(v, "backend");
+    if (split != NULL && backend != NULL)
+        mg_errors_add(b->errs, backend, "forward has both backend and split: a split names its backends in its legs");
+    else if (split != NULL)
+        mg_route_read_split(b, r, split, sticky, canary);
+    else if (sticky != NULL || canary != NULL)
+        mg_errors_add(b->errs, sticky != NULL ? sticky : canary, "%s belongs to a split (forward: {split: [...], %s: ...})",
+                      sticky != NULL ? "sticky" : "canary", sticky != NULL ? "sticky" : "canary");
+    else if (backend != NULL)
         mg_route_read_backend(b, r, backend);
     if (host != NULL)
         mg_route_read_host(b, r, host);
@@ -403,6 +427,21 @@ static void mg_route_read_terminal(mg_routes_builder_t *b, mg_route_t *r, const 
     }
 }
 
+/* `mirror:` copies a forward's requests: a route that answers otherwise has nothing to copy. */
+static void mg_route_read_mirrors(mg_routes_builder_t *b, mg_route_t *r, const mg_node_t *map)
+{
+    const mg_node_t *seq = mg_node_get(map, "mirror");
+    if (seq == NULL)
+        return;
+    if (r->kind != MG_ROUTE_FORWARD) {
+        mg_errors_add(b->errs, seq, "mirror belongs to a route that forwards (route '%s' does not)", mg_route_display_name(r));
+        return;
+    }
+    mg_route_scope_t scope = {b, r};
+    mg_route_env_t env = {b->resolve, b->arg, mg_route_knows, &scope, b->errs, b->routes};
+    r->mirrors = mg__mirrors_read(&env, seq);
+}
+
 /* Returns the route, possibly incomplete after errors (the caller frees it with the rest). */
 static mg_route_t *mg_route_compile(mg_routes_builder_t *b, const mg_node_t *map, const mg_route_t *parent)
 {
@@ -434,6 +473,7 @@ static mg_route_t *mg_route_compile(mg_routes_builder_t *b, const mg_node_t *map
     b->routes->edits_answers |= r->response != NULL;
     r->needs_claims = (mg_matcher_needs(r->match) & MG_NEEDS_CLAIMS) != 0;
     mg_route_read_terminal(b, r, map);
+    mg_route_read_mirrors(b, r, map);
     b->unsure -= unsure;
     return r;
 }
@@ -507,6 +547,8 @@ static void mg_route_free(mg_route_t *r)
     mg__route_index_free(r->index);
     mg__respond_free(r->respond);
     mg_template_free(r->forward.host);
+    mg__split_free(r->forward.split);
+    mg__mirrors_free(r->mirrors);
     mg__bridge_free(r->bridge);
     mg__route_auth_free(r->auth);
     mg__route_response_free(r->response);
@@ -538,6 +580,7 @@ void mg_routes_free(mg_routes_t *routes)
     if (routes->backend_names != NULL)
         mg__keytab_free(routes->backend_names);
     free(routes->backend_names);
+    free(routes->canaries);
     free(routes->routes);
     free(routes->file);
     free(routes);

@@ -5,6 +5,9 @@
 #ifndef MG_ROUTES_H
 #define MG_ROUTES_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "matchers/matchers.h"
 #include "throttle/throttle.h"
 
@@ -144,6 +147,122 @@ typedef struct mg_action {
 } mg_action_t;
 
 typedef struct mg_route mg_route_t;
+
+/* `forward: {split: [...], sticky: T}` (split.c): the legs of a weighted traffic split. */
+#define MG_SPLIT_MAX_LEGS 16
+#define MG_SPLIT_MAX_WEIGHT 1000000u
+typedef struct mg_split_leg {
+    char *backend_name; /* owned by the route list (mg_routes_t.backend_names) */
+    void *backend;      /* what the resolver returned */
+    uint32_t file_weight;
+    _Atomic uint32_t weight; /* in force: the file's, or what the admin API set */
+    uint64_t salt;           /* the leg's part of a sticky key's hash */
+} mg_split_leg_t;
+
+/* `canary: {to, steps, interval, min_requests, max_error_ratio, max_p99}` on a split (split.c): the
+ * split's weight moved to one leg step by step, or back to 0, by the figures of its backend. */
+#define MG_CANARY_MAX_STEPS 16
+#define MG_CANARY_HISTORY 32
+#define MG_CANARY_BASELINE 16 /* what the gateway keeps of the leg's figures at a step's start */
+
+typedef enum mg_canary_state {
+    MG_CANARY_RUNNING,
+    MG_CANARY_PAUSED,
+    MG_CANARY_PROMOTED,    /* at 100: over */
+    MG_CANARY_ROLLED_BACK, /* its figures went out of bounds: the leg at 0, over */
+    MG_CANARY_ABORTED,     /* an operator set it to 0: over */
+} mg_canary_state_t;
+
+typedef enum mg_canary_verdict {
+    MG_CANARY_HOLD, /* fewer than min_requests since the step began: wait */
+    MG_CANARY_NEXT, /* within bounds: the next step */
+    MG_CANARY_BACK, /* out of bounds: back to 0 */
+} mg_canary_verdict_t;
+
+typedef struct mg_canary_decision {
+    int64_t at_ms;    /* CLOCK_REALTIME */
+    uint32_t percent; /* the canary leg's share when it was taken */
+    uint64_t requests, errors;
+    uint64_t p99_us;      /* UINT64_MAX: past the histogram's last bound; 0: no answer timed */
+    const char *decision; /* "hold", "next", "promoted", "rolled_back", "paused", "resumed", "promote", "abort" */
+} mg_canary_decision_t;
+
+typedef struct mg_canary {
+    size_t to; /* the leg it moves weight to */
+    uint32_t steps[MG_CANARY_MAX_STEPS];
+    size_t num_steps;
+    uint64_t interval_ms, min_requests, max_p99_us;
+    double max_error_ratio;
+    /* where it stands: written by the thread that decides (the prober's) and by the admin API,
+     * under `lock` */
+    pthread_mutex_t lock;
+    mg_canary_state_t state;
+    size_t step;
+    uint64_t next_at_ms; /* mg_health_clock's: the next decision */
+    uint64_t baseline[MG_CANARY_BASELINE];
+    mg_canary_decision_t history[MG_CANARY_HISTORY]; /* a ring: the latest MG_CANARY_HISTORY decisions */
+    size_t num_history;
+} mg_canary_t;
+
+typedef struct mg_route_split {
+    mg_split_leg_t *legs;
+    size_t num_legs;
+    mg_template_t *sticky; /* NULL: each request draws */
+    mg_canary_t *canary;   /* NULL: none */
+} mg_route_split_t;
+
+/* The verdict on a step's figures (no lock: the caller holds it or owns the canary). */
+mg_canary_verdict_t mg_canary_judge(const mg_canary_t *c, uint64_t requests, uint64_t errors, uint64_t p99_us);
+/* Sets the split's weights for a canary leg share of `percent` (0..100): the canary leg gets it,
+ * the others the rest in proportion to their file weights. */
+void mg_canary_set_share(mg_route_split_t *s, uint32_t percent);
+/* Records a decision in the history ring (the caller holds the lock). */
+void mg_canary_record(mg_canary_t *c, const mg_canary_decision_t *d);
+
+/* `mirror: [...]` on a forward route (mirror.c): copies of a share of its requests sent to other
+ * backends, whose answers are read and dropped. */
+#define MG_MIRROR_MAX 4
+#define MG_MIRROR_DEFAULT_IN_FLIGHT 100
+#define MG_MIRROR_DEFAULT_TIMEOUT_MS 5000
+#define MG_MIRROR_DEFAULT_MAX_BODY (1u << 20)
+typedef struct mg_route_mirror {
+    char *backend_name; /* owned by the route list (mg_routes_t.backend_names) */
+    void *backend;
+    uint32_t percent;       /* 0..100 of the route's requests */
+    mg_template_t *sticky;  /* NULL: a request is drawn; else its key decides, always the same way */
+    uint32_t max_in_flight; /* copies at the mirror at once, all workers; beyond it a copy is dropped */
+    uint64_t timeout_ms;
+    uint64_t max_body;  /* a request with a larger body is not mirrored */
+    int compare_status; /* `compare: status`: count the copies whose status class differs from the answer's */
+    /* counters (all workers, relaxed): copies sent and in flight, those dropped (in flight full,
+     * body too large), the mirror's answers by class ([0]: none came, [1..5]: 1xx..5xx), and those
+     * whose class differed from the answer's */
+    _Atomic uint64_t mirrored, dropped_full, dropped_body, answers[6], differed;
+    _Atomic uint32_t in_flight;
+} mg_route_mirror_t;
+
+typedef struct mg_route_mirrors {
+    mg_route_mirror_t *items;
+    size_t size;
+} mg_route_mirrors_t;
+
+/* 1 when mirror `m` copies this request: all of them at 100 percent, else a draw from `random`,
+ * or its sticky key's (one key always the same way). */
+int mg_mirror_takes(const mg_route_mirror_t *m, const mg_ctx_t *ctx, uint64_t random);
+
+/* The leg of a request: drawn by weight from `random` (any 64 bits), or the one its sticky key
+ * (expanded into *key, in ctx->alloc memory; base NULL when it draws) sticks to. A key that cannot
+ * be made or is empty draws. */
+size_t mg_split_choose(const mg_route_split_t *s, const mg_ctx_t *ctx, uint64_t random, mg_str_t *key);
+size_t mg_split_draw(const mg_route_split_t *s, uint64_t random);
+size_t mg_split_sticky(const mg_route_split_t *s, mg_str_t key);
+/* Sets the weights in force, one per leg in order: -1 (nothing set) when there are not as many as
+ * legs, one is over MG_SPLIT_MAX_WEIGHT or they add up to 0. */
+int mg_split_set_weights(mg_route_split_t *s, const uint32_t *weights, size_t n);
+/* 1 when two splits are written the same (legs, file weights, sticky): a reload that keeps one
+ * keeps the weights set at run time (mg_split_keep_weights). */
+int mg_split_same(const mg_route_split_t *a, const mg_route_split_t *b);
+void mg_split_keep_weights(mg_route_split_t *to, const mg_route_split_t *from);
 
 /* `respond: {status, body, headers}` (MG_ROUTE_RESPOND). */
 typedef struct mg_route_respond {
@@ -343,9 +462,10 @@ struct mg_route {
     mg_action_t *actions; /* applied in order when this route or one of its children is chosen */
     size_t num_actions;
     struct {
-        char *backend_name;  /* owned by the route list (mg_routes_t.backend_names) */
-        void *backend;       /* what the resolver returned for backend_name */
-        mg_template_t *host; /* NULL: keep the client's Host (see mg_route_result_t.host) */
+        char *backend_name;      /* owned by the route list (mg_routes_t.backend_names) */
+        void *backend;           /* what the resolver returned for backend_name */
+        mg_template_t *host;     /* NULL: keep the client's Host (see mg_route_result_t.host) */
+        mg_route_split_t *split; /* NULL: one backend; else backend_name and backend are NULL */
     } forward;
     mg_route_respond_t *respond;   /* MG_ROUTE_RESPOND (else NULL) */
     mg_route_redirect_t *redirect; /* MG_ROUTE_REDIRECT */
@@ -355,6 +475,7 @@ struct mg_route {
     const mg_route_t *order_from;  /* the route whose `order` applies here (set at load), or NULL */
     mg_route_auth_t *auth;         /* NULL: neither `auth:` nor `require:` */
     const mg_route_t *auth_from;   /* the route whose `auth` applies here (set at load), or NULL: none */
+    mg_route_mirrors_t *mirrors;   /* NULL: no `mirror:` (a forward route's only) */
     mg_route_response_t *response; /* NULL: neither `response:`, `cors:` nor `compress:` */
     /* the nearest route up the tree, itself included, with `response` (set at load), or NULL: a
      * request on a route that edits no answer pays one test */
@@ -377,7 +498,9 @@ typedef struct mg_routes {
     /* one copy of each backend name the routes use (forward.backend_name and bridge->backend_name
      * point at it): 100,000 routes to one backend need not hold 100,000 copies */
     struct mg_keytab *backend_names;
-    int edits_answers; /* some route has response:, cors: or compress: */
+    int edits_answers;     /* some route has response:, cors: or compress: */
+    mg_route_t **canaries; /* the routes whose split has a canary, in file order */
+    size_t num_canaries;
 } mg_routes_t;
 
 /* Maps a backend name used by `forward` or `bridge` to the caller's backend object; NULL = undefined. */

@@ -122,6 +122,9 @@ static const mg_admin_endpoint_t endpoints[] = {
     {"GET", "/sessions", mg_admin_sessions},
     {"POST", "/sessions/*/*", mg_admin_session_action},
     {"POST", "/routes/*/broadcast", mg_admin_broadcast},
+    {"POST", "/routes/*/split", mg_admin_split},
+    {"GET", "/routes/*/canary", mg_admin_canary},
+    {"POST", "/routes/*/canary/*", mg_admin_canary_action},
     {"POST", "/backends/*/servers/*/*", mg_admin_server_action},
 };
 

@@ -43,6 +43,13 @@ void mg_admin_dashboard(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_sessions(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_session_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 void mg_admin_broadcast(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+/* GET /routes/{name}/canary and POST /routes/{name}/canary/{pause,resume,promote,abort} (canary.c). */
+void mg_admin_canary(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+void mg_admin_canary_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+/* POST /routes/{name}/split (splits.c): the route's split weights set at run time. */
+void mg_admin_split(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
+/* A split's legs with the weights in force and the file's, and its sticky template (routes.c). */
+json_t *mg__admin_split_json(const mg_route_split_t *s);
 /* POST /backends/{name}/servers/{index}/{drain,disable,enable} (backends.c). */
 void mg_admin_server_action(mg_gateway_t *gw, mg_config_t *conf, h2o_req_t *req);
 /* Per server of every backend: traffic, ejections, state (backends.c). */

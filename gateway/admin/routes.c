@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/admin/internal.h"
+#include "gateway/backend/backend.h"
 
 static const char *kind_name(mg_route_kind_t kind)
 {
@@ -31,11 +32,34 @@ static json_t *condition_json(const mg_matcher_t *m)
     return j != NULL ? j : json_null();
 }
 
+/* A split's legs: each backend with the weight in force and the file's. */
+json_t *mg__admin_split_json(const mg_route_split_t *s)
+{
+    json_t *legs = json_array();
+    for (size_t i = 0; i < s->num_legs; i++)
+        json_array_append_new(legs, json_pack("{s:s,s:i,s:i}", "backend", s->legs[i].backend_name, "weight",
+                                              (json_int_t)atomic_load_explicit(&s->legs[i].weight, memory_order_relaxed),
+                                              "file_weight", (json_int_t)s->legs[i].file_weight));
+    json_t *j = json_pack("{s:o}", "legs", legs);
+    if (s->canary != NULL) /* two words read without the lock: a glance; GET .../canary has it all */
+        json_object_set_new(
+            j, "canary",
+            json_pack("{s:s,s:i}", "state", mg_canary_state_name(s->canary), "percent", (int)mg_canary_percent(s->canary)));
+    if (s->sticky != NULL) {
+        mg_str_t src = mg_template_source(s->sticky);
+        json_object_set_new(j, "sticky", json_stringn(src.base, src.len));
+    }
+    return j;
+}
+
 static void add_terminal(json_t *j, const mg_route_t *r)
 {
     switch (r->kind) {
     case MG_ROUTE_FORWARD:
-        json_object_set_new(j, "backend", json_string(r->forward.backend_name));
+        if (r->forward.split != NULL)
+            json_object_set_new(j, "split", mg__admin_split_json(r->forward.split));
+        else
+            json_object_set_new(j, "backend", json_string(r->forward.backend_name));
         break;
     case MG_ROUTE_BRIDGE:
         json_object_set_new(j, "backend", json_string(r->bridge->backend_name));

@@ -149,6 +149,16 @@ void mg_server_observe_head(const mg_server_conf_t *s, uint64_t elapsed_us);
  * when none is ejected), for Retry-After. */
 uint64_t mg_backend_retry_after_ms(const mg_backend_conf_t *b, uint64_t now_ms);
 
+/* Canaries (canary.c): every canary of `conf` that is due decides (the prober's thread calls it at
+ * each tick); `decide` records and logs a decision of the caller's (the admin API's), which holds
+ * the canary's lock; the canary leg's share now; its state's name; a decision as JSON. */
+struct json_t;
+void mg_canaries_tick(const mg_config_t *conf, uint64_t now_ms);
+void mg_canary_decide(mg_route_t *r, const char *decision, uint64_t requests, uint64_t errors, uint64_t p99_us);
+uint32_t mg_canary_percent(const mg_canary_t *c);
+const char *mg_canary_state_name(const mg_canary_t *c);
+struct json_t *mg_canary_decision_json(const mg_canary_decision_t *d);
+
 /* The active health checks (prober.c): one thread for the process, started once the workers
  * run. `acquire` gives the current configuration with a reference for the prober (which releases
  * it). NULL when it cannot start (then no active checks run). */
@@ -206,6 +216,10 @@ typedef struct mg_call_spec {
     const char *body; /* NULL: none; else valid until the call ends */
     size_t body_len;
     size_t max_response; /* body bytes; beyond it the call fails (502) */
+    uint64_t timeout_ms; /* 0: the backend's `timeout` */
+    /* a mirror's copy (request/mirror.c): no retry on another server, and the answer's body is
+     * read and dropped (the result has the status only) */
+    unsigned no_retry : 1, discard_body : 1;
 } mg_call_spec_t;
 
 typedef struct mg_call_result {

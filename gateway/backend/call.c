@@ -37,6 +37,8 @@ static int on_head(void *arg, int status, h2o_iovec_t reason, const mg_backend_h
 static mg_body_taken_t on_body(void *arg, const char *data, size_t len)
 {
     mg_call_t *c = arg;
+    if (c->spec.discard_body)
+        return MG_BODY_TAKEN;
     if (c->body->size + len > c->spec.max_response)
         return MG_BODY_ABORT; /* the only reason a call aborts: MG_ATTEMPT_ABORTED says "too large" */
     memcpy(h2o_buffer_reserve(&c->body, len).base, data, len);
@@ -107,7 +109,8 @@ static void on_done(void *arg, mg_attempt_result_t result, const char *detail)
     case MG_ATTEMPT_NOT_CONNECTED:
     case MG_ATTEMPT_CONNECT_TIMEOUT:
     case MG_ATTEMPT_TLS_FAILED:
-        if (!mg_backend_should_retry(c->spec.backend, c->attempt, mg_str(c->spec.method, strlen(c->spec.method)), result, 0))
+        if (c->spec.no_retry ||
+            !mg_backend_should_retry(c->spec.backend, c->attempt, mg_str(c->spec.method, strlen(c->spec.method)), result, 0))
             finish(c, 502, result == MG_ATTEMPT_TLS_FAILED ? detail : "no backend server accepted the connection");
         else if (c->attempt++, start_attempt(c) != 0)
             finish(c, 502, "cannot start the backend transfer");
@@ -167,7 +170,7 @@ mg_call_t *mg_call_start(mg_worker_t *w, const mg_call_spec_t *spec, mg_call_don
         call_free(c);
         return NULL;
     }
-    mg_timer_set(&c->timeout, spec->backend->timeout_ms);
+    mg_timer_set(&c->timeout, spec->timeout_ms != 0 ? spec->timeout_ms : spec->backend->timeout_ms);
     return c;
 }
 

@@ -487,7 +487,7 @@ static mg_forward_t *forward_new(mg_request_t *r)
     mg_forward_t *f = h2o_mem_alloc_pool(&req->pool, sizeof(*f));
     memset(f, 0, sizeof(*f));
     f->r = r;
-    f->backend = r->route->forward.backend;
+    f->backend = r->backend;
     f->state = MG_FORWARD_WAITING;
     f->generator.proceed = on_proceed;
     f->generator.stop = on_stop;

@@ -155,6 +155,7 @@ static void start_due_checks(mg_prober_t *p)
             if (b->servers[j].health != NULL && mg__health_check_due(b->servers[j].health, now, b->health.interval_ms))
                 start_check(p, b, &b->servers[j]);
     }
+    mg_canaries_tick(conf, now); /* one thread decides for every worker: no drift between them */
     mg_config_release(conf);
 }
 

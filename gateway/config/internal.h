@@ -61,6 +61,9 @@ void mg__config_resolve_route_auth(mg_config_loader_t *cl, const mg_node_t *seq)
 /* After a reload: the JWKS urls the new configuration keeps start from the keys `running` holds
  * (auth_routes.c). */
 void mg__config_auth_inherit(mg_config_t *conf, const mg_config_t *running);
+/* After a reload: each split route written as it was keeps the weights set at run time; a warning
+ * in `errs` for each whose split changed and so loses them (splits.c). */
+void mg__config_split_inherit(mg_config_t *conf, const mg_config_t *running, mg_errors_t *errs);
 
 /* --check --print of the auth parts (print_auth.c): the top-level `auth:`, tenants.trusted_proxies,
  * and a route's `auth:` and `require:` (at `indent`). */

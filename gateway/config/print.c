@@ -277,10 +277,48 @@ void mg__config_print_actions(FILE *out, const char *key, const mg_action_t *act
     }
 }
 
+/* `forward: {split: [...], sticky: T` (the caller closes the mapping): the weights of the file,
+ * as --print shows what the file says (GET /routes shows those in force). */
+static void put_split(FILE *out, const mg_route_split_t *s, const char *indent)
+{
+    fprintf(out, "%sforward: {split: [", indent);
+    for (size_t i = 0; i < s->num_legs; i++) {
+        fputs(i != 0 ? ", {backend: " : "{backend: ", out);
+        put_cstr(out, s->legs[i].backend_name);
+        fprintf(out, ", weight: %" PRIu32 "}", s->legs[i].file_weight);
+    }
+    fputs("]", out);
+    if (s->sticky != NULL) {
+        fputs(", sticky: ", out);
+        put_template(out, s->sticky);
+    }
+    if (s->canary != NULL) {
+        const mg_canary_t *c = s->canary;
+        fputs(", canary: {to: ", out);
+        put_cstr(out, s->legs[c->to].backend_name);
+        for (size_t i = 0; i < c->num_steps; i++)
+            fprintf(out, "%s%" PRIu32, i == 0 ? ", steps: [" : ", ", c->steps[i]);
+        fprintf(out, "], interval: %" PRIu64 "ms, min_requests: %" PRIu64 ", max_error_ratio: %g", c->interval_ms, c->min_requests,
+                c->max_error_ratio);
+        if (c->max_p99_us != UINT64_MAX)
+            fprintf(out, ", max_p99: %" PRIu64 "ms", c->max_p99_us / 1000);
+        fputc('}', out);
+    }
+}
+
 static void put_terminal(FILE *out, const mg_route_t *r, const char *indent)
 {
     switch (r->kind) {
     case MG_ROUTE_FORWARD:
+        if (r->forward.split != NULL) {
+            put_split(out, r->forward.split, indent);
+            if (r->forward.host != NULL) {
+                fputs(", host: ", out);
+                put_template(out, r->forward.host);
+            }
+            fputs("}\n", out);
+            break;
+        }
         fprintf(out, "%sforward: {backend: ", indent);
         put_cstr(out, r->forward.backend_name);
         if (r->forward.host != NULL) {
@@ -312,6 +350,23 @@ static void put_terminal(FILE *out, const mg_route_t *r, const char *indent)
         break;
     default:
         break;
+    }
+}
+
+static void put_mirrors(FILE *out, const mg_route_mirrors_t *ms, const char *indent)
+{
+    fprintf(out, "%smirror:\n", indent);
+    for (size_t i = 0; i < ms->size; i++) {
+        const mg_route_mirror_t *m = &ms->items[i];
+        fprintf(out, "%s  - {backend: ", indent);
+        put_cstr(out, m->backend_name);
+        fprintf(out, ", percent: %" PRIu32 ", max_in_flight: %" PRIu32 ", timeout: %" PRIu64 "ms, max_body: %" PRIu64, m->percent,
+                m->max_in_flight, m->timeout_ms, m->max_body);
+        if (m->sticky != NULL) {
+            fputs(", sticky: ", out);
+            put_template(out, m->sticky);
+        }
+        fputs(m->compare_status ? ", compare: status}\n" : "}\n", out);
     }
 }
 
@@ -349,6 +404,8 @@ static void put_route(FILE *out, const mg_route_t *r, int depth)
         fputs("}\n", out);
     }
     put_terminal(out, r, indent);
+    if (r->mirrors != NULL)
+        put_mirrors(out, r->mirrors, indent);
     if (r->kind == MG_ROUTE_BRANCH) {
         fprintf(out, "%sroutes:\n", indent);
         put_routes(out, r->children, r->num_children, depth + 1);

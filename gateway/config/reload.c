@@ -143,6 +143,7 @@ static mg_config_t *reload_doc(const mg_config_t *running, mg_doc_t *doc, mg_err
     if (conf != NULL) {
         conf->generation = running->generation + 1;
         mg__config_auth_inherit(conf, running);
+        mg__config_split_inherit(conf, running, errs);
     }
     mg_doc_free(doc);
     return conf;

@@ -347,7 +347,7 @@ static void on_watch_gone(mg_client_watch_t *cw)
 
 static const mg_backend_conf_t *job_backend(const mg_request_t *r)
 {
-    return r->route->forward.backend;
+    return r->backend;
 }
 
 /* The scheduler's callback for a job that waited, on its owner worker. */
@@ -423,7 +423,7 @@ static int order_of(mg_request_t *r, const mg_ctx_t *ctx, mg_str_t *key, mg_sche
 
 void mg_dispatch_forward(mg_request_t *r, const mg_ctx_t *ctx)
 {
-    mg_backend_conf_t *b = r->route->forward.backend;
+    mg_backend_conf_t *b = r->backend;
     mg_str_t key, client;
     mg_sched_priority_t priority;
     mg_sched_result_t res;

@@ -11,6 +11,7 @@
 #include "gateway/request/accesslog.h"
 #include "gateway/request/dispatch.h"
 #include "gateway/request/edits.h"
+#include "gateway/request/mirror.h"
 #include "gateway/format.h"
 #include "gateway/request/headers.h"
 #include "gateway/quota/quota.h"
@@ -245,11 +246,25 @@ static void replace_request_headers(h2o_req_t *req, const mg_ctx_t *ctx)
     }
 }
 
+/* The backend the request goes to: the route's, or the leg of its split (sticky, or drawn). */
+static void choose_backend(mg_request_t *r, const mg_ctx_t *ctx)
+{
+    const mg_route_split_t *s = r->route->forward.split;
+    mg_str_t key;
+    if (s == NULL) {
+        r->backend = r->route->forward.backend;
+        return;
+    }
+    size_t leg = mg_split_choose(s, ctx, mg_splitmix64(&r->worker->rng[1]), &key);
+    r->backend = s->legs[leg].backend;
+    r->split_leg = (int)leg + 1;
+}
+
 /* balance: hash: the request's hash_key, hashed. An empty value (or one a template refuses: it is
  * never sent) has no key, and the request is balanced round robin. */
 static void balance_key(mg_request_t *r, const mg_ctx_t *ctx)
 {
-    const mg_backend_conf_t *b = r->route->forward.backend;
+    const mg_backend_conf_t *b = r->backend;
     mg_str_t key;
     if (b == NULL || b->balance != MG_BALANCE_HASH || b->hash_key == NULL || mg_template_expand(b->hash_key, ctx, &key) != 0 ||
         key.len == 0)
@@ -284,11 +299,13 @@ static void run_terminal(mg_request_t *r, const mg_ctx_t *ctx, const mg_route_re
             mg_request_send_upgrade_required(r);
         return;
     }
+    choose_backend(r, ctx);
     balance_key(r, ctx);
     if (ctx->websocket)
         mg_ws_tunnel_start(r); /* a session, not a request: no scheduler turn to hold for its life */
     else
         mg_dispatch_forward(r, ctx);
+    mg_mirror_start(r, ctx); /* after the request's own dispatch: a copy never goes first */
 }
 
 /*

@@ -10,6 +10,7 @@
 #include "gateway/internal.h"
 #include "gateway/request/accesslog.h"
 #include "gateway/request/edits.h"
+#include "gateway/request/mirror.h"
 #include "gateway/request/headers.h"
 #include "gateway/format.h"
 
@@ -52,6 +53,8 @@ void mg_request_log(mg_request_t *r)
     if (r->logged)
         return;
     r->logged = 1;
+    if (r->mirror_copies != NULL)
+        mg_mirror_detach(r, r->status);
     mg_stat_response(&r->worker->stats, r->status);
     if (r->route != NULL) /* matchgate_route_* (GET /metrics) */
         mg_config_route_response(r->conf, r->route, r->worker->id, r->status, mg_monotonic_us() - r->started_at);

@@ -105,6 +105,20 @@ static void print_backend(const json_t *b, FILE *out)
     fputs(")\n", out);
 }
 
+static void print_split(const json_t *split, FILE *out)
+{
+    size_t i;
+    json_t *leg;
+    fputs("split:", out);
+    json_array_foreach(json_object_get(split, "legs"), i, leg) fprintf(
+        out, "%s %s %lld (%.1f%%)", i != 0 ? "," : "", str_of(leg, "backend"),
+        (long long)json_integer_value(json_object_get(leg, "weight")), 100 * json_real_value(json_object_get(leg, "share")));
+    fprintf(out, "\n  %s", str_of(split, "why"));
+    if (json_object_get(split, "sticky_key") != NULL)
+        fprintf(out, " ('%s')", str_of(split, "sticky_key"));
+    fputc('\n', out);
+}
+
 static void print_send(const json_t *send, FILE *out)
 {
     size_t i;
@@ -148,6 +162,8 @@ static void print_outcome(const json_t *e, FILE *out)
         fprintf(out, "outcome: CORS preflight answered by the gateway, %lld (route %s)\n", status, str_of(e, "route"));
     else
         fprintf(out, "outcome: %s\n", outcome);
+    if (json_object_get(e, "split") != NULL)
+        print_split(json_object_get(e, "split"), out);
     if (json_object_get(e, "backend") != NULL)
         print_backend(json_object_get(e, "backend"), out);
     if (json_object_get(e, "bridge_path") != NULL)

@@ -348,6 +348,37 @@ static json_t *backend_json(const mg_backend_conf_t *b)
     return j;
 }
 
+/* A split's legs with their weights in force, and the leg the request takes: the one its sticky
+ * key sticks to ("backend"), or none when each request draws (handler.c's choose_backend). */
+static void split_json(const mg_route_split_t *s, const mg_ctx_t *ctx, json_t *out)
+{
+    json_t *legs = json_array();
+    mg_str_t key;
+    uint64_t total = 0;
+    for (size_t i = 0; i < s->num_legs; i++)
+        total += atomic_load_explicit(&s->legs[i].weight, memory_order_relaxed);
+    for (size_t i = 0; i < s->num_legs; i++) {
+        uint32_t w = atomic_load_explicit(&s->legs[i].weight, memory_order_relaxed);
+        json_array_append_new(legs, json_pack("{s:s,s:i,s:f}", "backend", s->legs[i].backend_name, "weight", (json_int_t)w, "share",
+                                              total != 0 ? (double)w / (double)total : 0.0));
+    }
+    size_t leg = mg_split_choose(s, ctx, 0, &key);
+    json_t *split = json_pack("{s:o}", "legs", legs);
+    if (key.base != NULL) {
+        json_object_set_new(split, "sticky_key", str_json(key));
+        json_object_set_new(split, "why", json_string("the sticky key's leg"));
+        json_object_set_new(out, "backend", backend_json(s->legs[leg].backend));
+    } else {
+        json_object_set_new(
+            split, "why",
+            json_string(s->sticky != NULL ? "no sticky key: drawn by weight per request" : "drawn by weight per request"));
+    }
+    if (s->canary != NULL) /* at load: where the file starts it (the running gateway's is GET /routes/{name}/canary) */
+        json_object_set_new(split, "canary",
+                            json_pack("{s:s,s:i}", "to", s->legs[s->canary->to].backend_name, "percent", (int)s->canary->steps[0]));
+    json_object_set_new(out, "split", split);
+}
+
 /* Whether the client's trace context goes on (handler.c, trace_of): one valid traceparent. */
 static int trace_kept(const mg_request_head_t *head)
 {
@@ -419,7 +450,10 @@ static void terminal_json(const mg_route_t *leaf, const mg_ctx_t *ctx, const mg_
         break;
     default:
         json_object_set_new(out, "outcome", json_string("forward"));
-        json_object_set_new(out, "backend", backend_json(leaf->forward.backend));
+        if (leaf->forward.split != NULL)
+            split_json(leaf->forward.split, ctx, out);
+        else
+            json_object_set_new(out, "backend", backend_json(leaf->forward.backend));
         json_object_set_new(out, "send", send_json(ctx, head, res));
         order_json(leaf, ctx, out);
         break;

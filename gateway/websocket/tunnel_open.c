@@ -270,10 +270,10 @@ void mg_ws_tunnel_start(mg_request_t *r)
         return;
     }
     size_t first =
-        mg_backend_first_server_keyed(r->route->forward.backend, r->send_method, r->has_balance_key ? &r->balance_key : NULL);
+        mg_backend_first_server_keyed(r->backend, r->send_method, r->has_balance_key ? &r->balance_key : NULL);
     if (first == MG_NO_SERVER) {
         mg_request_send_retry(r, 503, "no-healthy-server", "no server of the backend is healthy",
-                              mg_backend_retry_after_ms(r->route->forward.backend, mg_health_clock()) * 1000);
+                              mg_backend_retry_after_ms(r->backend, mg_health_clock()) * 1000);
         return;
     }
     mg_ws_tunnel_t *t = calloc(1, sizeof(*t));
@@ -284,7 +284,7 @@ void mg_ws_tunnel_start(mg_request_t *r)
     t->w = r->worker;
     t->conf = mg_worker_conf_hold(t->w);
     t->r = r;
-    t->backend = r->route->forward.backend;
+    t->backend = r->backend;
     t->up.from_client = 1;
     t->up.rd.max_message = t->conf->websocket.max_message_size;
     t->first_server = first;

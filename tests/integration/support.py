@@ -36,11 +36,21 @@ START_TIMEOUT = 15.0  # seconds for a process to accept connections (ASan builds
 # Small helpers
 
 
+_GIVEN_PORTS = set()
+
+
 def free_port():
-    """A loopback port nobody listens on right now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nobody listens on right now (the OS picks it), never one this process was
+    given before: two calls in a row may otherwise get the same port (the first is not bound yet),
+    and a listener and an admin address then collide."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add(port)
+            return port
+    raise RuntimeError("no loopback port left that was not given before")
 
 
 def wait_until(predicate, timeout, interval=0.02):
@@ -208,6 +218,10 @@ class RecordedRequest:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "test-backend"
+    # the head and the body are two writes: with Nagle's algorithm the body waits for the ACK of
+    # the head, which the gateway may delay by 40 ms once a keep-alive connection has left TCP's
+    # quick-ack start (thousands of requests then take minutes); real servers set TCP_NODELAY too
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass

@@ -85,8 +85,11 @@ def gateway(start_gateway, backend_factory):
         admin = {"address": f"127.0.0.1:{free_port()}"}
         if token:
             admin["token"] = token
-        config = gateway_config(free_port(), backends={"api": {"servers": [b1.url, {"url": b2.url, "weight": 2}]}},
+        config = gateway_config(free_port(), backends={"api": {"servers": [b1.url, {"url": b2.url, "weight": 2}]},
+                                                       "api2": {"servers": [b2.url]}},
                                 routes=[{"name": "api", "match": {"path": {"prefix": "/api"}}, "forward": "api"},
+                                        {"name": "canary", "match": {"path": {"prefix": "/new"}},
+                                         "forward": {"split": [{"backend": "api", "weight": 90}, {"backend": "api2", "weight": 10}]}},
                                         {"name": "fallback", "respond": {"status": 404, "body": "no\n"}}],
                                 admin=admin,
                                 tenants={"identify": [{"header": "X-Tenant-Id"}],
@@ -120,7 +123,8 @@ def test_backends_endpoint(gateway):
     assert status == 200
     listing = json.loads(body)
     assert listing["generation"] == 1
-    (api,) = listing["backends"]
+    api, api2 = listing["backends"]
+    assert api2["name"] == "api2"
     assert {k: api[k] for k in ("name", "balance", "in_flight", "queued")} == {
         "name": "api", "balance": "round_robin", "in_flight": 0, "queued": 0}
     assert [(s["url"], s["weight"], s["state"]) for s in api["servers"]] == [(b1.url, 1, "healthy"), (b2.url, 2, "healthy")]
@@ -160,13 +164,14 @@ def test_the_dashboard_in_a_browser(gateway):
     assert "acme" in tenants, tenants
     assert number(tenants["acme"][3]) > 0, f"acme admitted: {tenants['acme']}"
 
-    servers = {r["attrs"]["data-server"]: r for r in dom.rows_with("data-server")}
+    servers = {r["attrs"]["data-server"]: r for r in dom.rows_with("data-server") if r["attrs"]["data-backend"] == "api"}
     assert set(servers) == {b1.url, b2.url}
     assert servers[b2.url]["attrs"]["data-backend"] == "api" and servers[b2.url]["cells"][2] == "2"
 
     assert dom.text_of["sessions-count"] == "0"
     hits = re.search(r'data-route="api"><b>api</b> → api <span class="label">(\d+) hits', res.stdout.decode())
     assert hits and int(hits.group(1)) > 0, dom.text_of["routes"]
+    assert 'data-route="canary"><b>canary</b> → api 90 / api2 10 ' in res.stdout.decode(), dom.text_of["routes"]
 
     assert shot.exists() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", "no screenshot"
     print(f"dashboard screenshot: {shot}")

@@ -46,6 +46,9 @@ SECTIONS = {
     "api_key": (("auth", "*", "api_key"), {"keys_file": str(REPO / "conf" / "examples" / "identity-keys.txt")}),
     "Routes: auth and require": (("routes", "*"), ROUTE),
     "cors": (("routes", "*", "cors"), {"origins": ["https://app.example.com"]}),
+    "mirror": (("routes", "*", "mirror", "*"), {"backend": "app2"}),
+    "canary": (("routes", "*", "forward", "canary"), {"to": "app2", "steps": [100]}),
+    "forward: split": (("routes", "*", "forward"), {"split": [{"backend": "app", "weight": 1}, {"backend": "app2", "weight": 1}]}),
     "compress": (("compress",), {}),
 }
 # Sections whose keys are plain settings: all of them together run in one gateway.
@@ -150,13 +153,16 @@ def candidates(row):
 
 def base_config(port, admin_port):
     return {"listen": [{"address": f"127.0.0.1:{port}"}], "workers": 1, "shutdown_timeout": "5s",
-            "backends": {"app": {"servers": ["http://127.0.0.1:9"]}}, "routes": [dict(ROUTE)]}
+            "backends": {"app": {"servers": ["http://127.0.0.1:9"]}, "app2": {"servers": ["http://127.0.0.1:9"]}},
+            "routes": [dict(ROUTE)]}
 
 
 def with_key(config, heading, key, value, admin_port):
     """A copy of `config` with `key: value` in the mapping of `heading` (made when missing)."""
     path, holds = SECTIONS[heading]
     config = copy.deepcopy(config)
+    if heading == "canary":  # a canary is a split's: the route's forward becomes one
+        config["routes"][0]["forward"] = copy.deepcopy(SECTIONS["forward: split"][1])
     holder = config
     for i, step in enumerate(path):
         if step == "*":
@@ -172,6 +178,8 @@ def with_key(config, heading, key, value, admin_port):
         holder["address"] = holder["address"] or f"127.0.0.1:{admin_port}"
     if heading == "bridge":
         config["routes"][0].pop("forward", None)
+    if heading == "forward: split":  # the route's forward becomes a split's mapping
+        holder = config["routes"][0]["forward"] = copy.deepcopy(holds)
     holder[key] = value
     return config
 
@@ -335,7 +343,14 @@ def settings_together(tmp_path, port, admin_port):
         else:
             pytest.fail(f"no value of {heading} key '{key}' passes --check with the others")
     config["routes"] = [{"name": "sockets", "match": {"all": [{"path": "/ws"}, {"websocket": True}]},
-                         "bridge": {"backend": "app", "method": "POST"}}, dict(ROUTE)]
+                         "bridge": {"backend": "app", "method": "POST"}},
+                        {"name": "canary", "match": {"path": "/canary"},
+                         "forward": {"split": [{"backend": "app", "weight": 9}, {"backend": "app2", "weight": 1}]}}]
+    for name in ("staged", "staged-promote", "staged-abort"):  # a canary each for the orders that end it
+        config["routes"].append({"name": name, "match": {"path": f"/{name}"},
+                                 "forward": {"split": [{"backend": "app", "weight": 1}, {"backend": "app2", "weight": 0}],
+                                             "canary": {"to": "app2", "steps": [10, 100], "interval": "1h"}}})
+    config["routes"].append(dict(ROUTE))
     return config
 
 
@@ -359,7 +374,13 @@ def test_documented_settings_run_and_every_endpoint_answers(start_gateway, tmp_p
 
     answers = {}
     for method, path in endpoints():
-        if path.startswith("/backends/"):  # the base configuration's backend, its first server
+        if path.startswith("/routes/{name}/canary"):  # the canaries of the configuration
+            action = path.rsplit("/", 1)[1]
+            route = f"staged-{action}" if action in ("promote", "abort") else "staged"
+            status, _, body = gw.admin_request(method, path.replace("{name}", route), token=token, body=b"" if method == "POST" else None)
+        elif path == "/routes/{name}/split":  # the configuration's split route
+            status, _, body = gw.admin_request(method, "/routes/canary/split", token=token, body=b'{"weights": [1, 1]}')
+        elif path.startswith("/backends/"):  # the base configuration's backend, its first server
             status, _, body = gw.admin_request(method, path.replace("{name}", "app").replace("{index}", "0"), token=token)
         elif "{" in path:
             status, _, body = run(session_and_call(method, path))
